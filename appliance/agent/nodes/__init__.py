@@ -1,0 +1,1 @@
+"""One module per graph node: its prompt, schema and generation settings live beside it."""

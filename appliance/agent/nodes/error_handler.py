@@ -1,0 +1,92 @@
+"""Node 5a, ERROR_HANDLER (hybrid, seed 002 §4, §9, §10).
+
+Code decides ask_user and skip (the model scores 0% on those); only the choice between
+retrying as is and retrying with different arguments goes to the model (T=0.0).
+
+Invariants:
+- ``decide`` is a pure function of the state and limits.
+- A write the clinician rejected is never retried.
+- Every message produced here is pre-formatted, clinician-safe text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.nodes.router import Limits, task_status
+from appliance.agent.schemas import RetryStrategy
+from appliance.agent.state import AgentState
+from appliance.llm.base import LanguageModel
+
+SCHEMA = RetryStrategy
+TEMPERATURE = 0.0
+MAX_TOKENS = token_budget(SCHEMA, 64)
+
+SYSTEM_PROMPT = """A request from a clinical assistant to one of its sources failed. Decide how to retry:
+- retry_same: the failure looks temporary (unavailable, busy, timed out); send the same request again.
+- retry_different_args: the request itself was the problem (nothing found, details wrong or missing); try different details.
+Give a short reason (under 15 words). Answer with JSON only."""
+
+
+@dataclass(frozen=True)
+class ErrorDecision:
+    action: str  # "ask_user" | "skip" | "llm_retry"
+    reason: str
+    message: str | None = None
+
+
+def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
+    last = state.last_tool_result
+    etype = last.error_type if last else None
+    label = last.tool_label if last else "request"
+    if etype == "multiple_patient_matches":
+        return ErrorDecision("ask_user", "several patients match", "I found several patients matching that name. Which patient did you mean?")
+    if etype == "missing_required_args":
+        fields = ", ".join(last.missing_fields) or "more details"
+        if "patient_id" in last.missing_fields:
+            return ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
+        return ErrorDecision("ask_user", "required details are missing", f"I need more information to complete this request: {fields}.")
+    if etype == "ambiguous_drug_name":
+        return ErrorDecision("ask_user", "the drug name is ambiguous", f"The drug name is ambiguous: {last.raw_error or 'please give the full name'}.")
+    if etype == "rejected_by_user":
+        return ErrorDecision("skip", "the clinician rejected the write", last.error)
+    if state.retry_count >= limits.max_retries:
+        return ErrorDecision("skip", f"{state.retry_count} retries already", f"Unable to complete the {label} after multiple attempts.")
+    if state.total_retries >= limits.max_total_retries:
+        return ErrorDecision("skip", "the turn's retry budget is spent", f"Unable to complete the {label} after multiple attempts.")
+    if etype == "drug_not_in_database":
+        return ErrorDecision("skip", "the drug is not in the database", last.error)
+    if etype == "service_unavailable" and state.retry_count >= 1:
+        return ErrorDecision("skip", "the service is still unavailable", f"The {label} is currently unavailable.")
+    return ErrorDecision("llm_retry", "retryable error: the model chooses how to retry")
+
+
+def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, dict, str, str]:
+    """(update, output, next node, reason)."""
+    decision = decide(state, limits)
+    last = state.last_tool_result
+    if decision.action == "ask_user":
+        update = {"clarification_request": decision.message, "error_messages": [decision.message]}
+        return update, {"action": "ask_user"}, "SYNTHESIZE", decision.reason
+    if decision.action == "skip":
+        skipped = state.skipped_tools + ((last.tool_name,) if last else ())
+        update = {"error_messages": [decision.message], "skipped_tools": skipped, "retry_count": 0}
+        complete, why = task_status(state.merge({"skipped_tools": skipped}), limits)
+        nxt = "SYNTHESIZE" if complete else "TOOL_SELECT"
+        return update, {"action": "skip"}, nxt, f"{decision.reason}; {why}"
+    user = (
+        f"Clinician's question: {state.user_query}\n"
+        f"Source: {last.tool_label if last else 'unknown'}\n"
+        f"What happened: {last.error if last and last.error else state.last_result_summary}"
+    )
+    out = model.generate_constrained(
+        "ERROR_HANDLER", conversation(SYSTEM_PROMPT, user), SCHEMA,
+        temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
+    )
+    update = {
+        "retry_mode": out.strategy,
+        "retry_count": state.retry_count + 1,
+        "total_retries": state.total_retries + 1,
+    }
+    return update, {"action": out.strategy, **out.model_dump()}, "TOOL_SELECT", decision.reason

@@ -1,0 +1,67 @@
+"""Node 1, INPUT_ASSEMBLY (deterministic): history, image flag, regex/dictionary entities.
+
+Invariant: no model call for text-only input; the drug dictionary comes from local data
+(knowledge and UMLS servers) so it grows with every import.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from appliance.agent.state import AgentState, ExtractedEntities
+
+UUID_RE = re.compile(r"\b[a-f0-9]{8}(?:-[a-f0-9]{4}){3}-[a-f0-9]{12}\b", re.IGNORECASE)
+SHORT_ID_RE = re.compile(r"\b[a-z]{3}-\d{3}\b")
+# "patient Maria Garcia", "patient named John Smith"; names are capitalised words.
+PATIENT_NAME_RE = re.compile(r"\bpatient(?:\s+named)?\s+((?:[A-Z][a-z'\-]+)(?:\s+[A-Z][a-z'\-]+){1,2})")
+ACTION_VERBS = (
+    "prescribe", "order", "start", "document", "record", "note", "save", "write", "check",
+    "search", "find", "look up", "review", "verify", "add",
+)
+
+
+class DrugDictionary:
+    """Case-insensitive whole-word matching of drug names (generic and brand)."""
+
+    def __init__(self, names: Iterable[str] = ()):
+        cleaned = {n.strip().lower() for n in names if n and len(n.strip()) >= 3}
+        self.names = frozenset(cleaned)
+        longest_first = sorted(cleaned, key=len, reverse=True)
+        self._re = (
+            re.compile(r"\b(" + "|".join(re.escape(n) for n in longest_first) + r")\b", re.IGNORECASE)
+            if longest_first
+            else None
+        )
+
+    def find(self, text: str) -> tuple[str, ...]:
+        if self._re is None:
+            return ()
+        seen: dict[str, None] = {}
+        for match in self._re.finditer(text):
+            seen.setdefault(match.group(1).lower(), None)
+        return tuple(seen)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def extract_entities(query: str, drugs: DrugDictionary, has_image: bool = False) -> ExtractedEntities:
+    ids = dict.fromkeys(m.group(0).lower() for m in UUID_RE.finditer(query))
+    ids.update(dict.fromkeys(m.group(0) for m in SHORT_ID_RE.finditer(query)))
+    lowered = query.lower()
+    verbs = tuple(v for v in ACTION_VERBS if re.search(rf"\b{re.escape(v)}\b", lowered))
+    return ExtractedEntities(
+        patient_ids=tuple(ids),
+        patient_names=tuple(dict.fromkeys(m.group(1) for m in PATIENT_NAME_RE.finditer(query))),
+        drug_mentions=drugs.find(query),
+        action_verbs=verbs,
+        has_image=has_image,
+    )
+
+
+def run(state: AgentState, drugs: DrugDictionary, history: list[tuple[str, str]], max_turns: int) -> dict:
+    """The update for the state: entities and the last ``max_turns`` exchanges."""
+    entities = extract_entities(state.user_query, drugs, has_image=state.image_path is not None)
+    recent = tuple(history[-2 * max_turns:]) if max_turns > 0 else ()
+    return {"extracted_entities": entities, "conversation_history": recent}

@@ -1,0 +1,43 @@
+"""Node 2, INTENT_CLASSIFY (LLM, T=0.0): DIRECT or TOOL_NEEDED plus a clinical framing.
+
+It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments (seed 002 §4).
+"""
+
+from __future__ import annotations
+
+from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.schemas import IntentClassification
+from appliance.agent.state import AgentState
+from appliance.llm.base import LanguageModel
+
+SCHEMA = IntentClassification
+TEMPERATURE = 0.0
+MAX_TOKENS = token_budget(SCHEMA, 256)
+
+SYSTEM_PROMPT = """You are a clinical decision-support assistant connected to the clinic's health record and to local medical knowledge sources.
+
+Classify the clinician's message and summarise the task.
+
+- DIRECT: greetings, thanks, and general medical questions that medical knowledge alone answers (for example "What is hypertension?", "Hello", "How does metformin work?").
+- TOOL_NEEDED: anything that needs a specific patient's record, a drug safety or interaction lookup, a literature or clinical trial search, a prescription, an allergy entry, a clinical note, or analysis of an attached image.
+
+Write task_summary as one short clinical sentence (under 40 words). If the answer is TOOL_NEEDED, set suggested_tool to the most relevant tool name, otherwise null.
+Tool names: check_drug_safety, check_drug_interactions, search_medical_literature, find_clinical_trials, search_patient, get_patient_chart, prescribe_medication, add_allergy, save_clinical_note, analyze_medical_image.
+Answer with JSON only."""
+
+
+def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+    user = state.user_query
+    if state.selected_patient_id:
+        user += f"\n(The clinician has patient {state.selected_patient_id} open.)"
+    if state.extracted_entities.has_image:
+        user += "\n(An image is attached.)"
+    out = model.generate_constrained(
+        "INTENT_CLASSIFY",
+        conversation(SYSTEM_PROMPT, user, state.conversation_history),
+        SCHEMA,
+        temperature=TEMPERATURE,
+        max_tokens=MAX_TOKENS,
+    )
+    update = {"intent": out.intent, "task_summary": out.task_summary, "suggested_tool": out.suggested_tool}
+    return update, out.model_dump()

@@ -1,0 +1,35 @@
+"""Node 5, RESULT_CLASSIFY (LLM, T=0.0): what happened, never what to do next (seed 002 §4)."""
+
+from __future__ import annotations
+
+from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.schemas import ResultAssessment
+from appliance.agent.state import AgentState
+from appliance.llm.base import LanguageModel
+
+SCHEMA = ResultAssessment
+TEMPERATURE = 0.0
+MAX_TOKENS = token_budget(SCHEMA, 128)
+
+SYSTEM_PROMPT = """You assess one result returned to a clinical assistant. Classify its quality:
+- success_rich: complete, usable data that answers the question
+- success_partial: some data, but it may not fully answer the question
+- no_results: the source worked but found nothing
+- error_retryable: a temporary failure (unavailable, busy, timed out)
+- error_fatal: a permanent failure (bad or missing details, not found, not approved)
+Then summarise what was returned in one or two sentences. Answer with JSON only."""
+
+
+def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+    last = state.last_tool_result
+    user = (
+        f"Clinician's question: {state.user_query}\n"
+        f"Clinical context: {state.task_summary}\n\n"
+        f"Source: {last.tool_label}\nResult:\n{last.error or last.formatted_result}"
+    )
+    out = model.generate_constrained(
+        "RESULT_CLASSIFY", conversation(SYSTEM_PROMPT, user), SCHEMA,
+        temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
+    )
+    update = {"last_result_classification": out.quality, "last_result_summary": out.brief_summary}
+    return update, out.model_dump()

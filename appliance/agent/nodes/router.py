@@ -1,0 +1,150 @@
+"""Node 6, DETERMINISTIC_ROUTER (code only): every "what next" decision (seed 002 §9, §11).
+
+Invariants:
+- A pure function of the state and limits; no model call, no I/O.
+- The model never judges sufficiency: completion is step cap, duplicate call, or task
+  patterns (keywords in the query -> tools that must have run), else one good tool is enough.
+- A tool that was skipped by the error handler counts as handled, so a skip continues the
+  task instead of selecting the same tool again.
+
+Choices beyond the seed, written down here: a patient ID already known (typed in the query or
+the patient open in the terminal) removes search_patient from what a pattern requires; a
+patient search with zero matches ends the loop (nothing further can be looked up).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from appliance.agent.state import AgentState
+
+ERROR_QUALITIES = ("error_retryable", "error_fatal")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = 4
+    max_retries: int = 2
+    max_total_retries: int = 4
+
+
+@dataclass(frozen=True)
+class TaskPattern:
+    name: str
+    requires: frozenset[str]
+    any_of: tuple[str, ...] = ()  # one of these words
+    all_of: tuple[tuple[str, ...], ...] = ()  # for each group, one of its words
+
+    def matches(self, query: str) -> bool:
+        def has(words: tuple[str, ...]) -> bool:
+            return any(re.search(rf"\b{re.escape(w)}\b", query, re.IGNORECASE) for w in words)
+
+        if self.any_of and not has(self.any_of):
+            return False
+        return all(has(group) for group in self.all_of)
+
+
+TASK_PATTERNS = (
+    TaskPattern("drug_safety", frozenset({"check_drug_safety"}), any_of=("safety", "safe", "warning", "warnings", "boxed warning", "FDA")),
+    TaskPattern("drug_interaction", frozenset({"check_drug_interactions"}), any_of=("interaction", "interactions", "combining", "together with")),
+    TaskPattern(
+        "patient_lookup_and_review",
+        frozenset({"search_patient", "get_patient_chart"}),
+        all_of=(("patient",), ("chart", "record", "summary")),
+    ),
+    TaskPattern("prescribe", frozenset({"prescribe_medication"}), any_of=("prescribe", "start", "order")),
+    TaskPattern("literature_search", frozenset({"search_medical_literature"}), any_of=("studies", "study", "research", "evidence", "literature", "PubMed")),
+    TaskPattern("clinical_trial", frozenset({"find_clinical_trials"}), any_of=("trial", "trials", "recruiting", "experimental")),
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    next: str  # "TOOL_SELECT" | "ERROR_HANDLER" | "SYNTHESIZE"
+    reason: str
+    clarification: str | None = None
+    strict_selection: bool = False
+
+
+def matched_patterns(query: str) -> list[TaskPattern]:
+    return [p for p in TASK_PATTERNS if p.matches(query)]
+
+
+def patient_id_known(state: AgentState) -> bool:
+    return bool(state.extracted_entities.patient_ids or state.selected_patient_id)
+
+
+def required_tools(state: AgentState) -> set[str]:
+    needed: set[str] = set()
+    for pattern in matched_patterns(state.user_query):
+        needed |= pattern.requires
+    if state.extracted_entities.patient_names and not patient_id_known(state):
+        needed.add("search_patient")
+    if patient_id_known(state):
+        needed.discard("search_patient")
+    return needed
+
+
+def handled_tools(state: AgentState) -> set[str]:
+    done = {r.tool_name for r in state.tool_results if r.error_type is None}
+    return done | set(state.skipped_tools)
+
+
+def is_duplicate_call(state: AgentState) -> bool:
+    """The last call repeats an earlier successful call (same tool, same arguments)."""
+    if len(state.tool_results) < 2:
+        return False
+    last = state.tool_results[-1].signature()
+    return any(r.signature() == last and r.error_type is None for r in state.tool_results[:-1])
+
+
+def task_status(state: AgentState, limits: Limits) -> tuple[bool, str]:
+    """(complete, reason) from the deterministic termination rules."""
+    if state.step_count >= limits.max_steps:
+        return True, f"step limit reached ({state.step_count}/{limits.max_steps})"
+    if is_duplicate_call(state):
+        return True, "the same call was repeated; stopping the loop"
+    needed = required_tools(state)
+    missing = needed - handled_tools(state)
+    if needed:
+        if missing:
+            return False, "the request still needs: " + ", ".join(sorted(missing))
+        return True, "every part of the request has been looked up"
+    if handled_tools(state):
+        return True, "one result answers a single-part request"
+    return False, "no usable result yet"
+
+
+def clarification_for_matches(result: dict, name: str) -> str:
+    lines = [
+        f"- {m.get('name', '?')}, born {m.get('birth_date') or 'unknown'}, ID {m.get('patient_id')}"
+        for m in result.get("matches", [])
+    ]
+    n = result.get("total_matches", len(lines))
+    return f"I found {n} patients matching '{name}'. Which one did you mean?\n" + "\n".join(lines)
+
+
+def route(state: AgentState, limits: Limits = Limits()) -> Route:
+    last = state.last_tool_result
+    if state.current_tool == "none":
+        complete, why = task_status(state, limits)
+        if complete:
+            return Route("SYNTHESIZE", f"no further tool proposed and {why}")
+        return Route("TOOL_SELECT", f"no further tool proposed, but {why}", strict_selection=True)
+    if last is None:
+        return Route("SYNTHESIZE", "no tool has run")
+    if last.error_type is not None or state.last_result_classification in ERROR_QUALITIES:
+        kind = last.error_type or state.last_result_classification
+        return Route("ERROR_HANDLER", f"the last result was an error ({kind})")
+    if last.tool_name == "search_patient" and last.result:
+        total = last.result.get("total_matches", 0)
+        if total > 1:
+            return Route(
+                "SYNTHESIZE", f"{total} patients match; asking the clinician which one",
+                clarification=clarification_for_matches(last.result, last.args.get("name", "")),
+            )
+        if total == 0:
+            return Route("SYNTHESIZE", "no patient matched; nothing further can be looked up")
+    complete, why = task_status(state, limits)
+    return Route("SYNTHESIZE" if complete else "TOOL_SELECT", why)

@@ -1,0 +1,89 @@
+"""Node 7, SYNTHESIZE (LLM, free text, T=0.5, 256 tokens; seed 002 §4, §7, §8).
+
+Invariants:
+- The prompt holds the query, the task summary, results with clinical labels, pre-formatted
+  errors and image findings, never raw errors or tool names.
+- A clarification (ask_user) is code's question, returned verbatim without a model call, so
+  the list of candidate patients can never be invented.
+- The answer is never empty and never names a tool: internal names are replaced by their
+  clinical labels, and an empty generation falls back to the pre-formatted findings.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from appliance.agent.state import AgentState
+from appliance.llm.base import LanguageModel, TokenCallback
+from appliance.llm.prompt import Message
+from mcp_servers.contracts import TOOL_LABELS
+
+TEMPERATURE = 0.5
+MAX_TOKENS = 256
+
+SYSTEM_PROMPT = """You are a clinical decision-support assistant. Answer the clinician clearly and concisely from the information below.
+- Include only the most critical findings.
+- If information was unavailable, say so plainly and do not speculate or fill the gap from memory.
+- Do not mention tools, databases or system internals.
+- Use standard medical terminology for a clinical audience."""
+
+BRIEF_PREFIX = "Include only the most critical findings.\n\n"
+BRIEF_TOOLS = {"check_drug_safety", "search_medical_literature"}
+
+_TOOL_NAME_RE = re.compile(r"\[?\b(" + "|".join(TOOL_LABELS) + r")\b\]?")
+
+
+def scrub_internal_names(text: str) -> str:
+    """Replace any internal tool name with its clinical label."""
+    return _TOOL_NAME_RE.sub(lambda m: TOOL_LABELS[m.group(1)], text)
+
+
+def user_message(state: AgentState) -> str:
+    sections = [f"Clinician's question: {state.user_query}", f"Clinical context: {state.task_summary}"]
+    if state.image_findings:
+        findings = "; ".join(state.image_findings.get("findings", []))
+        sections.append(f"Image findings ({state.image_findings.get('modality', 'image')}): {findings}")
+    results = [r.formatted_result for r in state.tool_results if r.error_type is None]
+    if results:
+        sections.append("Information found:\n" + "\n\n".join(results))
+    if state.error_messages:
+        sections.append("Unavailable information:\n" + "\n".join(f"- {m}" for m in dict.fromkeys(state.error_messages)))
+    text = "\n\n".join(sections)
+    successful = {r.tool_name for r in state.tool_results if r.error_type is None}
+    if len(successful) == 1 and successful <= BRIEF_TOOLS:
+        text = BRIEF_PREFIX + text
+    return text
+
+
+def fallback_answer(state: AgentState) -> str:
+    parts = [r.formatted_result for r in state.tool_results if r.error_type is None]
+    parts += list(dict.fromkeys(state.error_messages))
+    if not parts:
+        return "I could not produce an answer to that question. Please rephrase it or try again."
+    return "Here is what was found:\n" + "\n\n".join(parts)
+
+
+def run(
+    state: AgentState,
+    model: LanguageModel,
+    on_token: TokenCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[dict, dict]:
+    if state.clarification_request:
+        if on_token:
+            on_token(state.clarification_request)
+        update = {"final_response": state.clarification_request}
+        return update, {"kind": "clarification", "model_call": False}
+    messages = [Message("system", SYSTEM_PROMPT)]
+    for role, text in state.conversation_history:
+        messages.append(Message("user" if role == "user" else "assistant", text))
+    messages.append(Message("user", user_message(state)))
+    text = model.generate_free(
+        "SYNTHESIZE", messages, temperature=TEMPERATURE, max_tokens=MAX_TOKENS, on_token=on_token, cancel=cancel
+    )
+    answer = scrub_internal_names(text).strip()
+    fallback = not answer
+    if fallback:
+        answer = fallback_answer(state)
+    return {"final_response": answer}, {"kind": "answer", "fallback_used": fallback, "characters": len(answer)}

@@ -1,0 +1,190 @@
+"""Node 4, TOOL_EXECUTE (deterministic): validate, approve writes, call, label, pre-format.
+
+Invariants:
+- Arguments are validated against the tool contract before any call; invalid arguments never
+  reach a server.
+- Write tools run only after the approver says yes, with the (possibly edited) arguments
+  re-validated; a rejection is an error result, nothing is written.
+- A patient ID is used only when it is grounded: typed by the clinician, the patient open in
+  the terminal, or returned by an earlier call this turn. An ID the model produced from
+  nowhere counts as missing, so code asks the clinician instead of acting on a guess.
+- Results carry clinical labels; errors become pre-formatted clinician-safe text before any
+  model sees them (seed 002 §10). The raw text is kept only for the trace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from pydantic import ValidationError
+
+from appliance.agent.nodes.input_assembly import SHORT_ID_RE, UUID_RE
+from appliance.agent.state import AgentState, ToolResult
+from appliance.tools.base import Approver, ToolBox, ToolOutcome
+from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS, WRITE_TOOLS
+
+ERROR_TEMPLATES = {
+    "timeout": "The {tool_label} was temporarily unavailable. Please try again shortly.",
+    "not_found": "No results were found for {entity} in the {tool_label}.",
+    "patient_not_found": "No patient record was found for {entity}.",
+    "drug_not_in_database": "{entity} was not found in the drug database.",
+    "invalid_args": "The request to the {tool_label} could not be completed: additional information is needed.",
+    "missing_required_args": "The request to the {tool_label} needs more information: {fields}.",
+    "rate_limit": "The {tool_label} is temporarily busy. The system will retry automatically.",
+    "server_error": "The {tool_label} experienced a temporary error. The system will retry automatically.",
+    "service_unavailable": "The {tool_label} is currently unavailable.",
+    "invalid_response": "The {tool_label} returned a response that could not be read.",
+    "rejected_by_user": "The clinician did not approve the {tool_label}; nothing was written.",
+    "multiple_patient_matches": "Several patients match {entity} in the {tool_label}.",
+    "ambiguous_drug_name": "The drug name {entity} is ambiguous.",
+    "generic": "The {tool_label} could not be completed.",
+}
+_ENTITY_KEYS = ("drug_name", "name", "patient_id", "query", "condition", "substance", "medication_name")
+MAX_FORMATTED_CHARS = 1500
+
+
+def primary_entity(tool: str, args: dict) -> str:
+    if tool == "check_drug_interactions" and args.get("drug_names"):
+        return ", ".join(map(str, args["drug_names"]))
+    for key in _ENTITY_KEYS:
+        if args.get(key):
+            return str(args[key])
+    return "the request"
+
+
+def format_error(tool: str, error_type: str, args: dict, fields: list[str] | None = None) -> str:
+    template = ERROR_TEMPLATES.get(error_type, ERROR_TEMPLATES["generic"])
+    return template.format(
+        tool_label=TOOL_LABELS.get(tool, "requested service"),
+        entity=primary_entity(tool, args),
+        fields=", ".join(fields or []) or "the missing details",
+    )
+
+
+def render_value(value, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    if isinstance(value, dict):
+        lines = []
+        for k, v in value.items():
+            if v in (None, "", [], {}):
+                continue
+            if isinstance(v, (dict, list)):
+                lines.append(f"{pad}{k}:")
+                lines += render_value(v, indent + 1)
+            else:
+                lines.append(f"{pad}{k}: {v}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            sub = render_value(item, indent + 1)
+            if sub:
+                lines.append(f"{pad}- {sub[0].strip()}")
+                lines += sub[1:]
+        return lines
+    return [f"{pad}{value}"]
+
+
+def format_result(tool: str, result: dict) -> str:
+    text = f"[{TOOL_LABELS[tool]}]\n" + "\n".join(render_value(result))
+    if len(text) > MAX_FORMATTED_CHARS:
+        text = text[:MAX_FORMATTED_CHARS].rsplit("\n", 1)[0] + "\n(more details omitted)"
+    return text
+
+
+def summarize_result(result: dict | None) -> str:
+    """One line for the trace: counts, never field contents."""
+    if not result:
+        return "empty result"
+    if "total_matches" in result:
+        return f"{result['total_matches']} match(es)"
+    for key, value in result.items():
+        if isinstance(value, list):
+            return f"{len(value)} {key}"
+    if "id" in result:
+        return "record created"
+    return f"{len(result)} field(s)"
+
+
+def validate_args(tool: str, args: dict | None) -> tuple[dict | None, str | None, list[str]]:
+    """(clean args, error type, missing fields)."""
+    try:
+        clean = ARG_SCHEMAS[tool].model_validate(args or {}).model_dump()
+    except ValidationError as exc:
+        missing = [
+            ".".join(map(str, e["loc"]))
+            for e in exc.errors()
+            if e["type"] in ("missing", "string_too_short", "too_short")
+        ]
+        return None, ("missing_required_args" if missing else "invalid_args"), missing
+    pid = clean.get("patient_id")
+    if pid is not None and not (UUID_RE.fullmatch(pid) or SHORT_ID_RE.fullmatch(pid)):
+        return None, "invalid_args", []
+    return clean, None, []
+
+
+def _error_result(tool: str, args: dict, error_type: str, raw: str | None, fields=None, seconds=0.0) -> ToolResult:
+    message = format_error(tool, error_type, args, fields)
+    return ToolResult(
+        tool_name=tool, tool_label=TOOL_LABELS[tool], args=args, result=None, formatted_result=message,
+        error=message, error_type=error_type, raw_error=raw, missing_fields=tuple(fields or ()),
+        seconds=seconds,
+    )
+
+
+def grounded_patient_ids(state: AgentState) -> set[str]:
+    ids = set(state.extracted_entities.patient_ids)
+    if state.selected_patient_id:
+        ids.add(state.selected_patient_id)
+    for r in state.tool_results:
+        if r.result and r.tool_name == "search_patient":
+            ids.update(m.get("patient_id") for m in r.result.get("matches", []))
+        if r.error_type is None and r.args.get("patient_id"):
+            ids.add(r.args["patient_id"])
+    return ids
+
+
+def execute(
+    tool: str, args: dict | None, tools: ToolBox, approver: Approver, deadline: float,
+    grounded_ids: set[str] | None = None,
+) -> ToolResult:
+    args = args or {}
+    clean, error_type, missing = validate_args(tool, args)
+    if error_type:
+        return _error_result(tool, args, error_type, "arguments failed validation", missing)
+    if grounded_ids is not None and "patient_id" in clean and clean["patient_id"] not in grounded_ids:
+        return _error_result(tool, clean, "missing_required_args", "patient ID not grounded", ["patient_id"])
+    if tool in WRITE_TOOLS:
+        approval = approver(tool, dict(clean))
+        if not approval.approved:
+            return _error_result(tool, clean, "rejected_by_user", approval.reason)
+        clean, error_type, missing = validate_args(tool, approval.args)
+        if not error_type and grounded_ids is not None and clean["patient_id"] not in grounded_ids:
+            error_type, missing = "missing_required_args", ["patient_id"]
+        if error_type:
+            return _error_result(tool, approval.args, error_type, "edited arguments failed validation", missing)
+    started = time.perf_counter()
+    outcome: ToolOutcome = tools.call(tool, clean, deadline)
+    seconds = time.perf_counter() - started
+    if not outcome.ok:
+        return _error_result(tool, clean, outcome.error_type, outcome.message, seconds=seconds)
+    try:
+        formatted = format_result(tool, outcome.result or {})
+        json.dumps(outcome.result)
+    except (TypeError, ValueError, KeyError):
+        return _error_result(tool, clean, "invalid_response", "result was not JSON-shaped", seconds=seconds)
+    return ToolResult(
+        tool_name=tool, tool_label=TOOL_LABELS[tool], args=clean, result=outcome.result,
+        formatted_result=formatted, seconds=seconds,
+    )
+
+
+def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float) -> tuple[dict, ToolResult]:
+    result = execute(state.current_tool, state.current_args, tools, approver, deadline, grounded_patient_ids(state))
+    update = {
+        "tool_results": [result],
+        "step_count": state.step_count + 1,
+        "current_args": result.args,
+    }
+    return update, result

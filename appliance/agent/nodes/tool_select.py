@@ -1,0 +1,128 @@
+"""Node 3, TOOL_SELECT (LLM, T=0.0), two stages (seed 002 §4):
+
+1. the tool name, from full descriptions and one example matched to INTENT_CLASSIFY's hint;
+2. that tool's arguments, with deterministic entity hints injected.
+
+Retries are code's decision: ``retry_same`` reuses the last call without any model call;
+``retry_different_args`` keeps the tool and re-extracts arguments knowing what failed.
+On re-entry after a successful step the model may answer "none"; the router checks it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.schemas import NextToolSelection, ToolSelection
+from appliance.agent.state import AgentState
+from appliance.llm.base import LanguageModel
+from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS
+
+TEMPERATURE = 0.0
+STAGE1_MAX_TOKENS = token_budget(NextToolSelection, 64)
+STAGE2_SEED_MAX_TOKENS = 128
+
+# One example per tool; the one matching suggested_tool is shown (seed 002 §4: 1-shot).
+EXAMPLES = {
+    "check_drug_safety": "Are there any boxed warnings for amiodarone?",
+    "check_drug_interactions": "Can I give clarithromycin to someone on simvastatin?",
+    "search_medical_literature": "What is the evidence for SGLT2 inhibitors in heart failure?",
+    "find_clinical_trials": "Are there recruiting trials for mesothelioma?",
+    "search_patient": "Look up the patient Ana Lopez.",
+    "get_patient_chart": "Show me the record of patient pat-004.",
+    "prescribe_medication": "Start lisinopril 10 mg once daily for pat-002.",
+    "add_allergy": "Document a sulfa allergy with rash for pat-003.",
+    "save_clinical_note": "Save a progress note for pat-001: doing well on current therapy.",
+    "analyze_medical_image": "What does this chest X-ray show?",
+}
+DEFAULT_EXAMPLE = "check_drug_safety"
+
+_TOOL_LIST = "\n".join(f"- {FULL_DESCRIPTIONS[name]}" for name in ARG_SCHEMAS)
+
+STAGE1_PROMPT = f"""You route a clinician's request to one tool. Choose the single most appropriate tool for the next step.
+
+Available tools:
+{_TOOL_LIST}
+
+Answer with JSON only."""
+
+STAGE1_NEXT_SUFFIX = '\nIf the results so far already cover the request, answer "none".'
+
+STAGE2_PROMPT = """Extract the arguments for one tool call from the clinician's request. Use only information given in the request, the detected values, or earlier results. Answer with JSON only."""
+
+
+def _example(state: AgentState) -> str:
+    tool = state.suggested_tool if state.suggested_tool in EXAMPLES else DEFAULT_EXAMPLE
+    return f'Example:\nRequest: "{EXAMPLES[tool]}"\nAnswer: {{"tool_name":"{tool}"}}'
+
+
+def results_context(state: AgentState) -> str:
+    """Earlier results of this turn, with clinical labels only."""
+    lines = []
+    for r in state.tool_results:
+        lines.append(r.error if r.error else r.formatted_result)
+    return "\n".join(lines)
+
+
+def entity_hints(state: AgentState) -> list[str]:
+    """Deterministic hints (seed 002 §4): regex/dictionary finds and unambiguous earlier results."""
+    e = state.extracted_entities
+    hints = [f"Detected patient ID: {pid}" for pid in e.patient_ids]
+    if state.selected_patient_id and state.selected_patient_id not in e.patient_ids:
+        hints.append(f"Patient currently open: {state.selected_patient_id}")
+    for r in state.tool_results:
+        if r.tool_name == "search_patient" and r.result and r.result.get("total_matches") == 1:
+            match = r.result["matches"][0]
+            hints.append(f"Patient ID found by the search: {match['patient_id']}")
+    hints += [f"Detected patient name: {n}" for n in e.patient_names]
+    hints += [f"Detected drug name: {d}" for d in e.drug_mentions]
+    return hints
+
+
+def _stage1(state: AgentState, model: LanguageModel) -> str:
+    reentry = bool(state.tool_results) and not state.strict_selection
+    schema = NextToolSelection if reentry else ToolSelection
+    system = STAGE1_PROMPT + (STAGE1_NEXT_SUFFIX if reentry else "")
+    parts = [_example(state), f"Request: {state.user_query}", f"Clinical context: {state.task_summary}"]
+    if state.tool_results:
+        parts.append("Results so far:\n" + results_context(state))
+    out = model.generate_constrained(
+        "TOOL_SELECT", conversation(system, "\n\n".join(parts)), schema,
+        temperature=TEMPERATURE, max_tokens=STAGE1_MAX_TOKENS,
+    )
+    return out.tool_name
+
+
+def _stage2(state: AgentState, model: LanguageModel, tool: str, failure: str | None) -> dict:
+    schema = ARG_SCHEMAS[tool]
+    parts = [f"Tool: {tool}\nDescription: {FULL_DESCRIPTIONS[tool]}", f"Request: {state.user_query}"]
+    hints = entity_hints(state)
+    if hints:
+        parts.append("\n".join(hints))
+    if state.tool_results:
+        parts.append("Results so far:\n" + results_context(state))
+    if failure:
+        parts.append(f"The previous arguments {failure}. Choose different arguments.")
+    out = model.generate_constrained(
+        "TOOL_SELECT", conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history), schema,
+        temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS),
+    )
+    return out.model_dump()
+
+
+def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+    if state.retry_mode == "retry_same" and state.current_tool:
+        output = {"tool_name": state.current_tool, "args": state.current_args, "retry": "retry_same"}
+        return {"retry_mode": None}, output
+    if state.retry_mode == "retry_different_args" and state.current_tool:
+        last = state.last_tool_result
+        failure = f"{json.dumps(state.current_args)} gave: {last.error}" if last else None
+        args = _stage2(state, model, state.current_tool, failure)
+        output = {"tool_name": state.current_tool, "args": args, "retry": "retry_different_args"}
+        return {"retry_mode": None, "current_args": args}, output
+    tool = _stage1(state, model)
+    if tool == "none":
+        return {"current_tool": "none", "current_args": None}, {"tool_name": "none"}
+    args = _stage2(state, model, tool, None)
+    update = {"current_tool": tool, "current_args": args, "strict_selection": False}
+    return update, {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args}

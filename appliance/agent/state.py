@@ -1,0 +1,126 @@
+"""Typed agent state (seed 002 §5) and the trace a turn emits.
+
+Invariants:
+- Nodes never mutate the state they are given: they return an update that ``AgentState.merge``
+  applies, appending to the accumulating lists (tool_results, error_messages, calls).
+- ``ToolResult.formatted_result`` and ``ToolResult.error`` are clinician-facing text with
+  clinical labels; ``raw_error`` is kept for the trace only and never reaches a prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Lists that accumulate across the turn; every other field is replaced by an update.
+_APPENDED = ("tool_results", "error_messages", "router_decisions")
+
+NODE_LABELS = {
+    "INPUT_ASSEMBLY": "Reading the request",
+    "INTENT_CLASSIFY": "Understanding the question",
+    "TOOL_SELECT": "Choosing a source",
+    "TOOL_EXECUTE": "Consulting a source",
+    "RESULT_CLASSIFY": "Checking the result",
+    "DETERMINISTIC_ROUTER": "Deciding the next step",
+    "ERROR_HANDLER": "Handling a problem",
+    "SYNTHESIZE": "Writing the answer",
+}
+
+
+@dataclass(frozen=True)
+class ExtractedEntities:
+    patient_ids: tuple[str, ...] = ()
+    patient_names: tuple[str, ...] = ()
+    drug_mentions: tuple[str, ...] = ()
+    action_verbs: tuple[str, ...] = ()
+    has_image: bool = False
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool_name: str
+    tool_label: str
+    args: dict
+    result: dict | None
+    formatted_result: str
+    error: str | None = None  # pre-formatted, clinician-safe
+    error_type: str | None = None
+    raw_error: str | None = None  # for the trace only
+    missing_fields: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    def signature(self) -> str:
+        return self.tool_name + json.dumps(self.args, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class RouterDecision:
+    node: Literal["DETERMINISTIC_ROUTER", "ERROR_HANDLER"]
+    next: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AgentState:
+    # input
+    user_query: str
+    conversation_history: tuple[tuple[str, str], ...] = ()
+    extracted_entities: ExtractedEntities = ExtractedEntities()
+    image_path: str | None = None
+    image_findings: dict | None = None
+    selected_patient_id: str | None = None
+    # intent
+    intent: str | None = None
+    task_summary: str = ""
+    suggested_tool: str | None = None
+    # tool loop
+    current_tool: str | None = None
+    current_args: dict | None = None
+    tool_results: tuple[ToolResult, ...] = ()
+    step_count: int = 0
+    retry_count: int = 0
+    total_retries: int = 0
+    retry_mode: str | None = None  # "retry_same" | "retry_different_args" while a retry is pending
+    strict_selection: bool = False  # set when the router refused a "none" selection
+    skipped_tools: tuple[str, ...] = ()
+    # result classification
+    last_result_classification: str | None = None
+    last_result_summary: str | None = None
+    # errors and clarification
+    error_messages: tuple[str, ...] = ()
+    clarification_request: str | None = None
+    router_decisions: tuple[RouterDecision, ...] = ()
+    # synthesis
+    final_response: str | None = None
+
+    def merge(self, update: dict[str, Any]) -> "AgentState":
+        changes = {}
+        for key, value in update.items():
+            if key in _APPENDED:
+                changes[key] = getattr(self, key) + tuple(value)
+            else:
+                changes[key] = value
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def last_tool_result(self) -> ToolResult | None:
+        return self.tool_results[-1] if self.tool_results else None
+
+
+@dataclass
+class TraceEvent:
+    node: str
+    label: str
+    seconds: float
+    output: dict = field(default_factory=dict)
+    tool: str | None = None
+    args: dict | None = None
+    result_summary: str | None = None
+    decision: str | None = None
+    reason: str | None = None
+    model_stats: dict | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}

@@ -1,0 +1,161 @@
+"""The ``appliance`` console script: the headless edge of the agent.
+
+Invariants:
+- Expected failures (``ApplianceError``) print one clear line to stderr and exit 2; they
+  never print a traceback. Exit 1 means a smoke check failed.
+- With no subcommand it runs the main job: the interactive session.
+- Nothing here logs patient data: answers go to stdout only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from appliance.config import Settings
+from appliance.errors import ApplianceError, ScriptError
+
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+
+def _settings(args) -> Settings:
+    settings = Settings()
+    if getattr(args, "model", None):
+        settings = settings.model_copy(update={"model": args.model})
+    return settings
+
+
+def load_script(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ScriptError(f"cannot read script {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ScriptError(f"script {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise ScriptError(f"script {path} must be a JSON object keyed by node name")
+    return data
+
+
+def build_agent(settings: Settings, script: dict | None = None, approve_writes: bool = False, interactive: bool = False):
+    """The agent with real tools, and the real model unless a script replaces it."""
+    from appliance.agent.graph import Agent
+    from appliance.tools.base import approve_all, deny_all
+    from appliance.tools.mcp_client import MCPToolBox
+
+    tools = MCPToolBox()
+    approver = approve_all if approve_writes else deny_all
+    if interactive:
+        from appliance.session import ask_approval
+
+        approver = ask_approval
+    if script is not None:
+        from appliance.llm.fake import ScriptedModel
+        from appliance.tools.scripted import ScriptedToolBox
+
+        nodes = {k: v for k, v in script.items() if k not in ("tools", "drug_names")}
+        model = ScriptedModel(nodes)
+        toolbox = ScriptedToolBox(script.get("tools", {}), tools, script.get("drug_names"))
+        return Agent(model, toolbox, settings, approver), tools
+    from appliance.runtime import load_model
+
+    return Agent(load_model(settings), tools, settings, approver), tools
+
+
+def cmd_ask(args) -> int:
+    settings = _settings(args)
+    script = load_script(args.script) if args.script else None
+    agent, tools = build_agent(settings, script, args.approve_writes)
+    with tools:
+        result = agent.run_turn(args.question, patient_id=args.patient)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        print(result.response)
+    return 0
+
+
+def cmd_init(args) -> int:
+    from appliance.init import init_home
+
+    init_home(with_model=not args.no_model)
+    return 0
+
+
+def cmd_smoke(args) -> int:
+    from appliance.smoke import run_smoke
+
+    return run_smoke(_settings(args), as_json=args.json)
+
+
+def cmd_session(args) -> int:
+    from appliance.session import interactive_session
+
+    return interactive_session(_settings(args), patient_id=getattr(args, "patient", None))
+
+
+def cmd_import(args) -> int:
+    from appliance.importers import run_import
+
+    print(run_import(args.area, args.kind, Path(args.path)))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="appliance", description="Offline clinical assistant (headless).")
+    sub = p.add_subparsers(dest="command")
+
+    ask = sub.add_parser("ask", help="answer one question and exit")
+    ask.add_argument("question")
+    ask.add_argument("--patient", help="the patient ID the question is about")
+    ask.add_argument("--model", help="model profile (default: gemma3-270m)")
+    ask.add_argument("--json", action="store_true", help="print one JSON object with the path, tools and timings")
+    ask.add_argument("--script", help="JSON file of scripted node outputs (and optional tool outcomes)")
+    ask.add_argument("--approve-writes", action="store_true", help="approve EHR writes without asking")
+    ask.set_defaults(func=cmd_ask)
+
+    init = sub.add_parser("init", help="create or update the data home (idempotent)")
+    init.add_argument("--no-model", action="store_true", help="skip assembling the default model")
+    init.set_defaults(func=cmd_init)
+
+    smoke = sub.add_parser("smoke", help="run the seed 002 integration scenarios on the real model")
+    smoke.add_argument("--model", help="model profile")
+    smoke.add_argument("--json", action="store_true")
+    smoke.set_defaults(func=cmd_smoke)
+
+    session = sub.add_parser("session", help="interactive headless session")
+    session.add_argument("--model", help="model profile")
+    session.add_argument("--patient", help="start with this patient open")
+    session.set_defaults(func=cmd_session)
+
+    for area, kinds in (("ehr", ("fhir",)), ("umls", ("rrf",)), ("knowledge", ("openfda", "pubmed", "ctgov"))):
+        ap = sub.add_parser(area, help=f"{area} data")
+        asub = ap.add_subparsers(dest="action", required=True)
+        imp = asub.add_parser("import", help=f"import {'/'.join(kinds)} data")
+        if len(kinds) > 1:
+            imp.add_argument("kind", choices=kinds)
+        else:
+            imp.set_defaults(kind=kinds[0])
+        imp.add_argument("path")
+        imp.set_defaults(func=cmd_import, area=area)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    func = getattr(args, "func", None) or cmd_session
+    try:
+        return func(args)
+    except ApplianceError as exc:
+        print(f"appliance: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

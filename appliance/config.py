@@ -1,0 +1,25 @@
+"""One settings object for the agent core, read from ``APPLIANCE_*`` environment variables.
+
+Invariant: nothing here reaches the network; every path is under ``data_home()`` or the
+project's ``models/`` folder unless the operator sets it explicitly.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="APPLIANCE_", extra="ignore")
+
+    model: str = Field("gemma3-270m", description="Model profile name (see models/profiles.py).")
+    model_path: str | None = Field(None, description="Absolute path of the GGUF, overriding the profile's file.")
+    model_sha256: str | None = Field(None, description="Expected sha256 of model_path, when the operator knows it.")
+    n_threads: int | None = Field(None, description="llama.cpp threads; default: all cores.")
+    user: str = Field("clinician", description="Who is recorded as the author of EHR writes.")
+    tool_deadline_seconds: float = Field(10.0, description="Deadline for one MCP tool call (seed 002 §4).")
+    max_steps: int = Field(4, description="Tool-loop iterations per turn before synthesis (seed 002 §11).")
+    max_retries: int = Field(2, description="Retries of one tool before it is skipped (seed 002 §11).")
+    max_total_retries: int = Field(4, description="Retries across all tools in one turn (seed 002 §11).")
+    history_turns: int = Field(4, description="Prior exchanges given to the model (seed 002 §4: 2-4).")

@@ -1,0 +1,44 @@
+"""The agent core's exceptions. Each edge converts them: the CLI to a message and exit code,
+the TUI to a notice. None of them carries patient data in its message."""
+
+from __future__ import annotations
+
+
+class ApplianceError(Exception):
+    """Base of every expected failure in the appliance core."""
+
+
+class ConfigError(ApplianceError):
+    """A setting or profile name is wrong."""
+
+
+class ModelFileError(ApplianceError):
+    """The model file is missing, is not a GGUF, or does not match its checksum."""
+
+
+class SchemaNotSupported(ApplianceError):
+    """A Pydantic schema cannot be turned into a safe grammar."""
+
+
+class GenerationError(ApplianceError):
+    """The model produced no usable output."""
+
+
+class GenerationTruncated(GenerationError):
+    """Generation hit max_tokens before the output was complete."""
+
+
+class ConstrainedOutputInvalid(GenerationError):
+    """Constrained output failed to parse or validate against its schema."""
+
+
+class GenerationCancelled(GenerationError):
+    """The caller cancelled a generation."""
+
+
+class ScriptError(ApplianceError):
+    """A scripted-model file is malformed or ran out of replies."""
+
+
+class ToolClientError(ApplianceError):
+    """An MCP server could not be started or reached."""

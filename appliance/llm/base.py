@@ -1,0 +1,77 @@
+"""The small interface every language model in the appliance implements.
+
+Invariants:
+- ``generate_constrained`` returns an instance of the schema or raises a ``GenerationError``;
+  it never returns unvalidated data.
+- ``generate_free`` returns text; ``on_token`` sees each piece as it is produced and may stop
+  the generation by setting ``cancel``.
+- Each call records a ``CallStats`` in ``last_stats`` for traces and benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from appliance.errors import ConstrainedOutputInvalid
+from appliance.llm.prompt import Message
+
+T = TypeVar("T", bound=BaseModel)
+TokenCallback = Callable[[str], None]
+
+
+@dataclass
+class CallStats:
+    node: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    finish_reason: str = ""
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+class LanguageModel(Protocol):
+    profile_name: str
+    last_stats: CallStats | None
+
+    def generate_constrained(
+        self,
+        node: str,
+        messages: Sequence[Message],
+        schema: type[T],
+        *,
+        temperature: float,
+        max_tokens: int,
+    ) -> T: ...
+
+    def generate_free(
+        self,
+        node: str,
+        messages: Sequence[Message],
+        *,
+        temperature: float,
+        max_tokens: int,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> str: ...
+
+
+def parse_constrained(text: str, schema: type[T]) -> T:
+    """Parse and validate model output against a schema."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConstrainedOutputInvalid(f"{schema.__name__}: output is not JSON ({exc.msg})") from None
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or schema.__name__
+        raise ConstrainedOutputInvalid(f"{schema.__name__}: {where}: {first['msg']}") from None

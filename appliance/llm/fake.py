@@ -1,0 +1,88 @@
+"""A scripted model for routing tests: a queue of replies per node and a history of prompts.
+
+Invariant: replies still go through the same validation as the real model's output, so a
+script cannot smuggle an object the schema would refuse. It never stands in for the real
+runtime in tests of the runtime itself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from appliance.errors import ScriptError
+from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
+from appliance.llm.prompt import Message
+
+
+@dataclass
+class Call:
+    node: str
+    messages: list[Message]
+    schema: str | None
+    temperature: float
+    max_tokens: int
+
+
+class ScriptedModel:
+    profile_name = "scripted"
+
+    def __init__(self, replies: dict[str, list[Any]] | None = None):
+        self._queues: dict[str, deque] = defaultdict(deque)
+        self.history: list[Call] = []
+        self.last_stats: CallStats | None = None
+        for node, items in (replies or {}).items():
+            for item in items:
+                self.enqueue(node, item)
+
+    def enqueue(self, node: str, reply: Any) -> "ScriptedModel":
+        """Queue a reply for a node: a dict (constrained), a str (free text) or an Exception."""
+        self._queues[node].append(reply)
+        return self
+
+    def pending(self) -> dict[str, int]:
+        return {node: len(q) for node, q in self._queues.items() if q}
+
+    def _next(self, node: str) -> Any:
+        queue = self._queues.get(node)
+        if not queue:
+            raise ScriptError(f"the script has no reply left for node {node}")
+        reply = queue.popleft()
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def generate_constrained(self, node, messages: Sequence[Message], schema: type[T], *, temperature, max_tokens) -> T:
+        self.history.append(Call(node, list(messages), schema.__name__, temperature, max_tokens))
+        reply = self._next(node)
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        self.last_stats = CallStats(node=node, completion_tokens=len(text) // 4)
+        return parse_constrained(text, schema)
+
+    def generate_free(
+        self,
+        node,
+        messages: Sequence[Message],
+        *,
+        temperature,
+        max_tokens,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> str:
+        self.history.append(Call(node, list(messages), None, temperature, max_tokens))
+        reply = self._next(node)
+        if not isinstance(reply, str):
+            raise ScriptError(f"free-text reply for {node} must be a string")
+        pieces = []
+        for word in reply.split(" "):
+            if cancel is not None and cancel.is_set():
+                break
+            piece = word if not pieces else " " + word
+            pieces.append(piece)
+            if on_token:
+                on_token(piece)
+        self.last_stats = CallStats(node=node, completion_tokens=len(pieces))
+        return "".join(pieces)

@@ -1,0 +1,1 @@
+"""How the agent reaches its tools: MCP clients for the local servers, and local tools."""

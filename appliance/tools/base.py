@@ -1,0 +1,49 @@
+"""The tool-calling interface the graph depends on, and write approval.
+
+Invariant: a ``ToolOutcome`` is either a result dict or an error type from
+``mcp_servers.contracts.ERROR_TYPES`` with the server's text; exceptions from transports are
+converted before they reach the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    result: dict | None = None
+    error_type: str | None = None
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_type is None
+
+
+class ToolBox(Protocol):
+    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome: ...
+
+    def drug_names(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Approval:
+    approved: bool
+    args: dict = field(default_factory=dict)
+    reason: str | None = None
+
+
+# Called before any write tool runs, with the tool name and exact arguments.
+Approver = Callable[[str, dict], Approval]
+
+
+def deny_all(tool: str, args: dict) -> Approval:
+    """The default: no write runs unless someone approved it."""
+    return Approval(False, args, "no approval was given")
+
+
+def approve_all(tool: str, args: dict) -> Approval:
+    """For scripted runs where the operator approved writes up front (--approve-writes)."""
+    return Approval(True, args)

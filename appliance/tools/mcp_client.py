@@ -1,0 +1,166 @@
+"""The agent's MCP client: one persistent fastmcp Client per local server.
+
+Invariants:
+- Servers run as stdio subprocesses (``python -m mcp_servers.<name>``) started on first use
+  and kept for the session, or are reached over streamable HTTP when
+  ``APPLIANCE_MCP_<NAME>_URL`` is set (a clinic sharing one server between terminals).
+- All async work runs on one private event loop thread; callers are synchronous and every
+  call has a deadline.
+- Transport failures become ``ToolOutcome`` error types; nothing from fastmcp or anyio
+  escapes to the graph. Server stderr goes to ``logs/mcp-<name>.log`` under the data home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from appliance.locations import PROJECT_ROOT, logs_dir
+from appliance.tools.base import ToolOutcome
+from mcp_servers.contracts import TOOL_SERVERS, parse_tool_error
+
+log = logging.getLogger(__name__)
+SERVERS = ("ehr", "knowledge", "umls")
+
+
+def _result_payload(result: Any) -> dict | None:
+    """The JSON object a tool returned (structured content, else the first text block)."""
+    structured = getattr(result, "structuredContent", None)
+    if isinstance(structured, dict):
+        if set(structured) == {"result"} and isinstance(structured["result"], (dict, list)):
+            inner = structured["result"]
+            return inner if isinstance(inner, dict) else {"items": inner}
+        return structured
+    for block in getattr(result, "content", None) or []:
+        text = getattr(block, "text", None)
+        if text:
+            data = json.loads(text)
+            return data if isinstance(data, dict) else {"items": data}
+    return None
+
+
+def _error_text(result: Any) -> str:
+    for block in getattr(result, "content", None) or []:
+        if getattr(block, "text", None):
+            return block.text
+    return "server_error: the tool reported an error without a message"
+
+
+class MCPToolBox:
+    """Synchronous facade over fastmcp clients, safe to call from any one thread at a time."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self._env = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", **(env or {})}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
+        self._thread.start()
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.local_tools: dict[str, Any] = {"analyze_medical_image": self._image_unavailable}
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def _make_client(self, server: str):
+        from fastmcp import Client
+        from fastmcp.client.transports import StdioTransport
+
+        url = self._env.get(f"APPLIANCE_MCP_{server.upper()}_URL")
+        if url:
+            return Client(url, timeout=30)
+        logs = logs_dir()
+        logs.mkdir(parents=True, exist_ok=True)
+        transport = StdioTransport(
+            sys.executable, ["-m", f"mcp_servers.{server}"], env=self._env, cwd=str(PROJECT_ROOT),
+            log_file=logs / f"mcp-{server}.log",
+        )
+        return Client(transport, timeout=30)
+
+    async def _connected(self, server: str):
+        client = self._clients.get(server)
+        if client is None:
+            client = self._make_client(server)
+            await client.__aenter__()
+            self._clients[server] = client
+        return client
+
+    def _run(self, coro, timeout: float):
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError from None
+
+    def close(self) -> None:
+        async def _close():
+            for client in list(self._clients.values()):
+                try:
+                    await client.__aexit__(None, None, None)
+                except Exception:  # a dying server must not block shutdown
+                    log.debug("error while closing an MCP client", exc_info=True)
+            self._clients.clear()
+
+        if self._loop.is_running():
+            try:
+                self._run(_close(), 10)
+            except Exception:
+                log.debug("MCP shutdown did not finish cleanly", exc_info=True)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+    def __enter__(self) -> "MCPToolBox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- calls ------------------------------------------------------------------------
+    def call_server(self, server: str, tool: str, args: dict, deadline: float) -> ToolOutcome:
+        async def _call():
+            client = await self._connected(server)
+            return await client.call_tool_mcp(tool, args, timeout=deadline)
+
+        with self._lock:
+            try:
+                result = self._run(_call(), deadline + 15)  # first use also starts the server
+            except TimeoutError:
+                return ToolOutcome(error_type="timeout", message=f"{tool} did not answer within {deadline:.0f} s")
+            except Exception as exc:  # noqa: BLE001 - every transport failure becomes an outcome
+                self._clients.pop(server, None)
+                kind = "timeout" if "timed out" in str(exc).lower() else "service_unavailable"
+                return ToolOutcome(error_type=kind, message=f"{type(exc).__name__} reaching the {server} server")
+        if getattr(result, "isError", False):
+            error_type, text = parse_tool_error(_error_text(result))
+            return ToolOutcome(error_type=error_type, message=text)
+        try:
+            return ToolOutcome(result=_result_payload(result) or {})
+        except (ValueError, TypeError):
+            return ToolOutcome(error_type="invalid_response", message="the result was not JSON")
+
+    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
+        server = TOOL_SERVERS.get(tool)
+        if server is None:
+            return ToolOutcome(error_type="invalid_args", message=f"unknown tool {tool}")
+        if server == "local":
+            return self.local_tools[tool](args)
+        return self.call_server(server, tool, args, deadline)
+
+    def drug_names(self) -> list[str]:
+        """The drug dictionary for INPUT_ASSEMBLY, from every server that offers one."""
+        names: set[str] = set()
+        for server in ("knowledge", "umls"):
+            outcome = self.call_server(server, "drug_vocabulary", {}, 20.0)
+            if outcome.ok and outcome.result:
+                names.update(str(n) for n in outcome.result.get("items", outcome.result.get("names", [])))
+            else:
+                log.warning("no drug vocabulary from the %s server (%s)", server, outcome.error_type)
+        return sorted(names)
+
+    @staticmethod
+    def _image_unavailable(args: dict) -> ToolOutcome:
+        return ToolOutcome(error_type="service_unavailable", message="image analysis needs a model profile with a vision projector")

@@ -1,0 +1,47 @@
+"""Scripted tool outcomes for routing tests: a queue per tool in front of a real ToolBox.
+
+Invariant: a tool with no scripted outcome left is called for real, so a script only
+overrides what it names.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from appliance.errors import ScriptError
+from appliance.tools.base import ToolBox, ToolOutcome
+from mcp_servers.contracts import ERROR_TYPES
+
+
+def outcome_from_json(item: dict) -> ToolOutcome:
+    if not isinstance(item, dict) or not ({"result", "error_type"} & set(item)):
+        raise ScriptError('a scripted tool outcome needs "result" or "error_type"')
+    if "error_type" in item:
+        if item["error_type"] not in ERROR_TYPES:
+            raise ScriptError(f"unknown error_type {item['error_type']!r} in script")
+        return ToolOutcome(error_type=item["error_type"], message=item.get("message", ""))
+    if not isinstance(item["result"], dict):
+        raise ScriptError("a scripted tool result must be a JSON object")
+    return ToolOutcome(result=item["result"])
+
+
+class ScriptedToolBox:
+    def __init__(self, scripted: dict[str, list[dict]], fallback: ToolBox | None, drug_names: list[str] | None = None):
+        self._queues = {tool: deque(outcome_from_json(i) for i in items) for tool, items in scripted.items()}
+        self._fallback = fallback
+        self._drug_names = drug_names
+        self.calls: list[tuple[str, dict]] = []
+
+    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
+        self.calls.append((tool, dict(args)))
+        queue = self._queues.get(tool)
+        if queue:
+            return queue.popleft()
+        if self._fallback is None:
+            raise ScriptError(f"no scripted outcome left for {tool} and no real tools to fall back on")
+        return self._fallback.call(tool, args, deadline)
+
+    def drug_names(self) -> list[str]:
+        if self._drug_names is not None:
+            return list(self._drug_names)
+        return self._fallback.drug_names() if self._fallback else []

@@ -1,0 +1,1 @@
+"""The local EHR: SQLite schema (FHIR R4 aligned), migrations, repository, importers, demo data."""

@@ -1,0 +1,1 @@
+"""Local MCP servers (fastmcp): one module per server; ``contracts`` defines the agent's tools."""

@@ -1,0 +1,1 @@
+"""Model profiles, file verification and the shipped default model's assembly."""

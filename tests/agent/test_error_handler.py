@@ -1,0 +1,53 @@
+"""ERROR_HANDLER's deterministic rules as a table (seed 002 §9 ask_user and skip rows, §15)."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.agent.nodes.error_handler import decide, run
+from appliance.agent.nodes.router import Limits
+from appliance.llm.fake import ScriptedModel
+from tests.agent.helpers import err, state
+
+CASES = [
+    ("multiple matches -> ask_user", "multiple_patient_matches", (), 0, 0, "ask_user", "Which patient"),
+    ("missing patient id -> ask_user", "missing_required_args", ("patient_id",), 0, 0, "ask_user", "patient ID"),
+    ("missing fields -> ask_user", "missing_required_args", ("dosage", "frequency"), 0, 0, "ask_user", "dosage, frequency"),
+    ("ambiguous drug -> ask_user", "ambiguous_drug_name", (), 0, 0, "ask_user", "ambiguous"),
+    ("max retries -> skip", "timeout", (), 2, 2, "skip", "after multiple attempts"),
+    ("turn retry budget -> skip", "timeout", (), 0, 4, "skip", "after multiple attempts"),
+    ("drug not in database -> skip (§15)", "drug_not_in_database", (), 0, 0, "skip", "failed"),
+    ("service unavailable after 1 retry -> skip", "service_unavailable", (), 1, 1, "skip", "currently unavailable"),
+    ("service unavailable first time -> model", "service_unavailable", (), 0, 0, "llm_retry", None),
+    ("timeout, retry_count=0 -> model (§15)", "timeout", (), 0, 0, "llm_retry", None),
+    ("not found -> model", "not_found", (), 0, 0, "llm_retry", None),
+    ("rejected write -> skip, never retried", "rejected_by_user", (), 0, 0, "skip", "failed"),
+]
+
+
+@pytest.mark.parametrize("case_id,etype,missing,retries,total,action,words", CASES, ids=[c[0] for c in CASES])
+def test_decide_table(case_id, etype, missing, retries, total, action, words):
+    st = state("Check something", [err("check_drug_safety", etype, missing, drug_name="x")],
+               quality="error_fatal", retry_count=retries, total_retries=total)
+    decision = decide(st, Limits())
+    assert decision.action == action
+    if words:
+        assert words in decision.message
+
+
+def test_timeout_first_time_asks_model_and_retries_same():
+    model = ScriptedModel({"ERROR_HANDLER": [{"strategy": "retry_same", "reasoning": "temporary"}]})
+    st = state("Check FDA warnings for amiodarone", [err("check_drug_safety", "timeout", drug_name="amiodarone")],
+               quality="error_retryable")
+    update, output, nxt, _ = run(st, model, Limits())
+    assert (nxt, update["retry_mode"], update["retry_count"]) == ("TOOL_SELECT", "retry_same", 1)
+    assert model.history[0].schema == "RetryStrategy" and model.history[0].temperature == 0.0
+
+
+def test_skip_continues_when_the_task_still_needs_tools():
+    st = state("Check interactions of foo and aspirin and find studies on aspirin",
+               [err("check_drug_interactions", "drug_not_in_database", drug_names=["foo", "aspirin"])],
+               quality="error_fatal")
+    update, _, nxt, reason = run(st, ScriptedModel(), Limits())
+    assert nxt == "TOOL_SELECT" and "search_medical_literature" in reason
+    assert update["skipped_tools"] == ("check_drug_interactions",)

@@ -1,0 +1,280 @@
+"""The graph with a scripted model: exact node paths per seed 002 path, and the §15
+regression rows (no up-front plan, no LLM sufficiency or ask_user call, no leaked tool
+names, no empty answer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.agent.graph import Agent
+from appliance.config import Settings
+from appliance.llm.fake import ScriptedModel
+from appliance.tools.base import approve_all, deny_all
+from appliance.tools.scripted import ScriptedToolBox
+
+IA, IC, TS, TE, RC, DR, EH, SY = (
+    "INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",
+    "RESULT_CLASSIFY", "DETERMINISTIC_ROUTER", "ERROR_HANDLER", "SYNTHESIZE",
+)
+TOOL_LOOP = [TS, TE, RC, DR]
+DRUGS = ["dofetilide", "warfarin", "aspirin", "ibuprofen", "metformin", "amiodarone", "amoxicillin"]
+SAFETY = {"drug": "dofetilide", "boxed_warning": "Torsade de pointes risk; start with continuous ECG monitoring."}
+ONE = {"total_matches": 1, "matches": [{"patient_id": "pat-002", "name": "Maria Garcia", "birth_date": "1971-03-09", "sex": "female"}]}
+THREE = {"total_matches": 3, "matches": [
+    {"patient_id": f"pat-01{i}", "name": "James Wilson", "birth_date": f"19{40 + 10 * i}-06-01", "sex": "male"} for i in range(3)
+]}
+
+
+def intent(tool=None):
+    if tool is None:
+        return {"intent": "DIRECT", "task_summary": "General question.", "suggested_tool": None}
+    return {"intent": "TOOL_NEEDED", "task_summary": "Clinician needs a lookup.", "suggested_tool": tool}
+
+
+def good(summary="Data returned."):
+    return {"quality": "success_rich", "brief_summary": summary}
+
+
+def run(query, script, tools=None, approver=deny_all, **kw):
+    model = ScriptedModel(script)
+    toolbox = ScriptedToolBox(tools or {}, fallback=None, drug_names=DRUGS)
+    agent = Agent(model, toolbox, Settings(), approver)
+    result = agent.run_turn(query, **kw)
+    assert model.pending() == {}, f"unused scripted replies: {model.pending()}"
+    return result, model, toolbox
+
+
+def test_direct():
+    result, model, toolbox = run("What is hypertension?", {IC: [intent()], SY: ["Hypertension is persistently raised blood pressure."]})
+    assert result.path == [IA, IC, SY]
+    assert result.intent == "DIRECT" and toolbox.calls == []
+    assert [c.node for c in model.history] == [IC, SY]
+    assert model.history[0].temperature == 0.0 and model.history[1].temperature == 0.5
+    assert model.history[1].max_tokens == 256
+
+
+def test_single_tool():
+    result, model, toolbox = run(
+        "Check FDA warnings for dofetilide",
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
+         RC: [good()], SY: ["Dofetilide has a boxed warning for torsade de pointes."]},
+        {"check_drug_safety": [{"result": SAFETY}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, SY]
+    assert toolbox.calls == [("check_drug_safety", {"drug_name": "dofetilide"})]
+    assert result.tool_calls[0]["classification"] == "success_rich"
+    stage2 = model.history[2]
+    assert stage2.schema == "DrugSafetyArgs" and "Detected drug name: dofetilide" in stage2.messages[-1].content
+    assert "[Drug Safety Report]" in model.history[-1].messages[-1].content  # clinical label reaches synthesis
+    assert "check_drug_safety" not in model.history[-1].messages[-1].content
+
+
+def test_multi_tool_two_steps_passes_the_found_patient_id():
+    result, model, toolbox = run(
+        "Find patient Maria Garcia and check her chart",
+        {IC: [intent("search_patient")],
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"},
+              {"tool_name": "get_patient_chart"}, {"patient_id": "pat-002"}],
+         RC: [good(), good()], SY: ["Maria Garcia: hypertension, on lisinopril."]},
+        {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"patient_id": "pat-002", "problems": ["Hypertension"]}}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, *TOOL_LOOP, SY]
+    assert [c[0] for c in toolbox.calls] == ["search_patient", "get_patient_chart"]
+    stage2_chart = [c for c in model.history if c.schema == "PatientChartArgs"][0]
+    assert "Patient ID found by the search: pat-002" in stage2_chart.messages[-1].content
+    assert result.router[0]["next"] == TS and "get_patient_chart" in result.router[0]["reason"]
+
+
+def test_multi_tool_three_steps():
+    result, _, toolbox = run(
+        "Find patient Maria Garcia, check her chart, and verify metformin safety",
+        {IC: [intent("search_patient")],
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"},
+              {"tool_name": "get_patient_chart"}, {"patient_id": "pat-002"},
+              {"tool_name": "check_drug_safety"}, {"drug_name": "metformin"}],
+         RC: [good(), good(), good()], SY: ["Summary."]},
+        {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"problems": ["CKD"]}}],
+         "check_drug_safety": [{"result": {"boxed_warning": "Lactic acidosis."}}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP * 3, SY]
+    assert len(toolbox.calls) == 3
+
+
+def test_error_retry_same_then_success():
+    result, model, toolbox = run(
+        "Check FDA warnings for amiodarone",
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
+         RC: [{"quality": "error_retryable", "brief_summary": "Timed out."}, good()],
+         EH: [{"strategy": "retry_same", "reasoning": "temporary"}], SY: ["Amiodarone: pulmonary toxicity warning."]},
+        {"check_drug_safety": [{"error_type": "timeout", "message": "late"}, {"result": {"boxed_warning": "Pulmonary toxicity."}}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, SY]
+    assert toolbox.calls == [("check_drug_safety", {"drug_name": "amiodarone"})] * 2
+    assert [c.node for c in model.history].count(TS) == 2  # retry_same made no new TOOL_SELECT call
+    synthesis_prompt = model.history[-1].messages[-1].content
+    assert "late" not in synthesis_prompt  # raw error never reaches the model
+
+
+def test_error_retry_different_args_reextracts():
+    result, model, toolbox = run(
+        "Find studies about metformin in kidney disease",
+        {IC: [intent("search_medical_literature")],
+         TS: [{"tool_name": "search_medical_literature"}, {"query": "metformin kidney xyz"}, {"query": "metformin kidney disease"}],
+         RC: [{"quality": "no_results", "brief_summary": "Nothing."}, good()],
+         EH: [{"strategy": "retry_different_args", "reasoning": "broaden"}], SY: ["Two studies found."]},
+        {"search_medical_literature": [{"error_type": "not_found", "message": "none"}, {"result": {"articles": [{"title": "T"}]}}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, SY]
+    assert toolbox.calls[1][1] == {"query": "metformin kidney disease"}
+    retry_prompt = [c for c in model.history if c.schema == "LiteratureSearchArgs"][1].messages[-1].content
+    assert "Choose different arguments" in retry_prompt
+
+
+def test_error_skip_drug_not_in_database():
+    result, model, _ = run(
+        "Check FDA warnings for zorblatin",
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "zorblatin"}],
+         RC: [{"quality": "error_fatal", "brief_summary": "Unknown drug."}], SY: ["Zorblatin is not in the drug database."]},
+        {"check_drug_safety": [{"error_type": "drug_not_in_database", "message": "unknown"}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
+    assert "ERROR_HANDLER" not in [c.node for c in model.history]  # skip is code's decision
+    assert "zorblatin was not found in the drug database" in model.history[-1].messages[-1].content
+
+
+def test_error_retries_exhausted_then_skip():
+    result, _, toolbox = run(
+        "Check FDA warnings for amiodarone",
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
+         RC: [{"quality": "error_retryable", "brief_summary": "Timed out."}] * 3,
+         EH: [{"strategy": "retry_same", "reasoning": None}] * 2, SY: ["The drug safety source was unavailable."]},
+        {"check_drug_safety": [{"error_type": "timeout", "message": "t"}] * 3},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, EH, *TOOL_LOOP, EH, SY]
+    assert len(toolbox.calls) == 3
+
+
+def test_ask_user_on_three_matches_is_code_not_model():
+    result, model, _ = run(
+        "Search for patient James Wilson",
+        {IC: [intent("search_patient")], TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"}], RC: [good()]},
+        {"search_patient": [{"result": THREE}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, SY]
+    assert result.kind == "clarification"
+    assert result.response.startswith("I found 3 patients matching 'James Wilson'")
+    assert all(f"pat-01{i}" in result.response for i in range(3))
+    assert SY not in [c.node for c in model.history]  # the question is not generated by the model
+
+
+def test_ask_user_on_missing_patient_id():
+    result, model, toolbox = run(
+        "Prescribe metformin 500 mg twice daily",
+        {IC: [intent("prescribe_medication")],
+         TS: [{"tool_name": "prescribe_medication"},
+              {"patient_id": "pat-999", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
+        approver=approve_all,
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
+    assert toolbox.calls == []  # an ID nobody gave never reaches a server
+    assert result.tool_calls[0]["error_type"] == "missing_required_args"
+    assert result.kind == "clarification"
+    assert result.response == "I need a patient ID to proceed. Could you provide one?"
+
+
+def test_write_rejected_is_never_executed():
+    result, _, toolbox = run(
+        "Prescribe metformin 500mg for abc-123",
+        {IC: [intent("prescribe_medication")],
+         TS: [{"tool_name": "prescribe_medication"},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["The prescription was not written."]},
+        approver=deny_all,
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
+    assert toolbox.calls == []
+    assert result.tool_calls[0]["error_type"] == "rejected_by_user"
+
+
+def test_write_approved_runs_once():
+    result, _, toolbox = run(
+        "Prescribe metformin 500mg for abc-123",
+        {IC: [intent("prescribe_medication")],
+         TS: [{"tool_name": "prescribe_medication"},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         RC: [good()], SY: ["Metformin 500 mg twice daily was prescribed."]},
+        {"prescribe_medication": [{"result": {"id": 41, "status": "active"}}]},
+        approver=approve_all,
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, SY]
+    assert toolbox.calls[0][1]["patient_id"] == "abc-123"
+
+
+def test_step_limit_stops_the_loop():
+    tools = ["search_patient", "get_patient_chart", "check_drug_safety", "search_medical_literature", "find_clinical_trials"]
+    script = {IC: [intent("search_patient")], TS: [], RC: [good()] * 4, SY: ["Done."]}
+    args = {"search_patient": {"name": "Maria Garcia"}, "get_patient_chart": {"patient_id": "pat-002"},
+            "check_drug_safety": {"drug_name": "metformin"}, "search_medical_literature": {"query": "metformin"}}
+    for tool in tools[:4]:
+        script[TS] += [{"tool_name": tool}, args[tool]]
+    result, _, toolbox = run(
+        "Find patient Maria Garcia, review her chart, check metformin safety, find studies and recruiting trials",
+        script,
+        {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"a": 1}}],
+         "check_drug_safety": [{"result": {"a": 1}}], "search_medical_literature": [{"result": {"a": 1}}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP * 4, SY]
+    assert "step limit" in result.router[-1]["reason"]
+
+
+def test_no_upfront_plan_and_no_llm_sufficiency_or_ask_user_calls():
+    result, model, _ = run(
+        "Find patient Maria Garcia and check her chart",
+        {IC: [intent("search_patient")],
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}, {"tool_name": "get_patient_chart"}, {"patient_id": "pat-002"}],
+         RC: [good(), good()], SY: ["ok"]},
+        {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"a": 1}}]},
+    )
+    schemas = [c.schema for c in model.history]
+    assert set(schemas) <= {"IntentClassification", "ToolSelection", "NextToolSelection", "PatientSearchArgs",
+                            "PatientChartArgs", "ResultAssessment", None}
+    assert schemas.count("ToolSelection") + schemas.count("NextToolSelection") == 2  # one tool at a time
+
+
+@pytest.mark.parametrize("raw,expected_absent", [
+    ("Per [check_drug_safety], dofetilide needs ECG monitoring.", "check_drug_safety"),
+    ("The get_patient_chart tool shows hypertension.", "get_patient_chart"),
+])
+def test_synthesis_never_leaks_tool_names(raw, expected_absent):
+    result, _, _ = run("Check FDA warnings for dofetilide",
+                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
+                        RC: [good()], SY: [raw]},
+                       {"check_drug_safety": [{"result": SAFETY}]})
+    assert expected_absent not in result.response
+    assert "Drug Safety Report" in result.response or "Patient Record" in result.response
+
+
+def test_empty_synthesis_falls_back_to_findings():
+    result, _, _ = run("Check FDA warnings for dofetilide",
+                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
+                        RC: [good()], SY: ["   "]},
+                       {"check_drug_safety": [{"result": SAFETY}]})
+    assert result.response.strip()
+    assert "Torsade" in result.response
+    assert result.trace[-1].output["fallback_used"] is True
+
+
+def test_trace_has_one_event_per_node_with_labels_and_timings():
+    result, _, _ = run("Check FDA warnings for dofetilide",
+                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
+                        RC: [good()], SY: ["ok"]},
+                       {"check_drug_safety": [{"result": SAFETY}]})
+    assert [e.node for e in result.trace] == result.path
+    assert all(e.label and e.seconds >= 0 for e in result.trace)
+    execute = result.trace[3]
+    assert execute.tool == "check_drug_safety" and execute.args == {"drug_name": "dofetilide"}
+    router_event = result.trace[5]
+    assert router_event.decision == SY and router_event.reason
+    payload = result.to_json()
+    assert set(payload) >= {"response", "path", "tool_calls", "router", "timings", "intent"}
