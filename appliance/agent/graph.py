@@ -117,7 +117,8 @@ class Agent:
             started = time.perf_counter()
             self.model.last_stats = None  # so a node that makes no model call reports none
             if node == "INPUT_ASSEMBLY":
-                update = input_assembly.run(state, self.drugs, history or [], self.settings.history_turns)
+                update = input_assembly.run(state, self.drugs, history or [], self.settings.history_turns,
+                                            vision_available=False)
                 state = state.merge(update)
                 e = state.extracted_entities
                 emit(node, started, {

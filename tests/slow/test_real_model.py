@@ -1,0 +1,139 @@
+"""The real llama.cpp runtime with the shipped small GGUF (never a download).
+
+Every constrained node call must return a schema-valid object: 100% over a spread of inputs
+(>= 50 calls), through the nodes' own prompt builders.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
+from appliance.agent.nodes.input_assembly import DrugDictionary, extract_entities
+from appliance.agent.nodes.router import Limits
+from appliance.agent.schemas import LLM_SCHEMAS
+from appliance.agent.state import AgentState, ToolResult
+from appliance.llm.llama import LlamaModel
+from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
+from models.assemble import assemble_default_model
+from models.profiles import get_profile
+
+DRUGS = DrugDictionary(["dofetilide", "warfarin", "aspirin", "ibuprofen", "metformin", "amoxicillin", "lisinopril"])
+
+QUERIES = [
+    "Hello",
+    "What is hypertension?",
+    "Check FDA warnings for dofetilide",
+    "Find patient John Smith and check his meds",
+    "Check interactions between warfarin and aspirin",
+    "Check amoxicillin info for my patient",
+    "Write a note for patient abc-123: stable, continue current plan",
+    "Prescribe metformin 500mg twice daily for abc-123",
+    "Are there recruiting trials for mesothelioma?",
+    "Find studies on SGLT2 inhibitors in heart failure",
+    "Document a penicillin allergy with hives for pat-004",
+    "Thanks, that is all",
+]
+
+
+@pytest.fixture(scope="module")
+def model() -> LlamaModel:
+    profile = get_profile("gemma3-270m")
+    return LlamaModel(profile, assemble_default_model(), n_threads=2)
+
+
+def _state(query: str, **kw) -> AgentState:
+    return AgentState(user_query=query, extracted_entities=extract_entities(query, DRUGS), **kw)
+
+
+def test_llama_cpp_accepts_every_grammar_in_a_subprocess():
+    code = textwrap.dedent("""
+        from llama_cpp import LlamaGrammar
+        from appliance.agent.schemas import LLM_SCHEMAS
+        from appliance.llm.grammar import grammar_for
+        from mcp_servers.contracts import ARG_SCHEMAS
+        for schema in list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values()):
+            LlamaGrammar.from_string(grammar_for(schema), verbose=False)
+        print("ok", len(LLM_SCHEMAS) + len(ARG_SCHEMAS))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == f"ok {len(LLM_SCHEMAS) + len(ARG_SCHEMAS)}"
+
+
+def test_every_constrained_node_call_is_schema_valid(model):
+    calls = 0
+    # INTENT_CLASSIFY: 12 calls
+    for q in QUERIES:
+        update, output = intent_classify.run(_state(q), model)
+        assert update["intent"] in ("DIRECT", "TOOL_NEEDED")
+        calls += 1
+    # TOOL_SELECT stage 1 + stage 2: 2 calls each, 10 queries
+    for q in QUERIES[2:]:
+        update, output = tool_select.run(_state(q, task_summary="Clinician request.", suggested_tool=None), model)
+        tool = update["current_tool"]
+        assert tool in ARG_SCHEMAS
+        ARG_SCHEMAS[tool].model_validate(update["current_args"])
+        calls += 2
+    # TOOL_SELECT stage 2 for every tool, directly: 10 calls
+    for tool in ARG_SCHEMAS:
+        st = _state(QUERIES[6], task_summary="Clinician request.", current_tool=tool,
+                    current_args={}, retry_mode="retry_different_args")
+        update, output = tool_select.run(st, model)
+        ARG_SCHEMAS[tool].model_validate(update["current_args"])
+        calls += 1
+    # RESULT_CLASSIFY: 8 calls over good, empty and failed results
+    samples = [
+        ("check_drug_safety", "[Drug Safety Report]\nboxed_warning: torsade de pointes", None),
+        ("search_medical_literature", "No results were found for xyz in the Medical Literature.", "not_found"),
+        ("check_drug_safety", "The Drug Safety Report was temporarily unavailable.", "timeout"),
+        ("search_patient", "[Patient Search]\ntotal_matches: 1\nmatches:\n- name: John Smith", None),
+        ("get_patient_chart", "[Patient Record]\nproblems:\n- Type 2 diabetes\n- CKD stage 3", None),
+        ("find_clinical_trials", "[Clinical Trials]\ntrials:\n- NCT01234567 recruiting", None),
+        ("prescribe_medication", "The clinician did not approve the Prescription; nothing was written.", "rejected_by_user"),
+        ("check_drug_interactions", "[Drug Interaction Check]\ninteractions:\n- warfarin + aspirin: major", None),
+    ]
+    for tool, text, etype in samples:
+        result = ToolResult(tool, TOOL_LABELS[tool], {}, None if etype else {"x": 1}, text,
+                            error=text if etype else None, error_type=etype)
+        st = _state(QUERIES[2], task_summary="Safety lookup.", tool_results=(result,))
+        update, output = result_classify.run(st, model)
+        assert update["last_result_classification"] in (
+            "success_rich", "success_partial", "no_results", "error_retryable", "error_fatal")
+        calls += 1
+    # ERROR_HANDLER's model decision: 6 calls
+    for tool, text, etype in [s for s in samples if s[2] and s[2] != "rejected_by_user"] * 3:
+        result = ToolResult(tool, TOOL_LABELS[tool], {}, None, text, error=text, error_type=etype)
+        st = _state(QUERIES[2], tool_results=(result,), last_result_classification="error_retryable")
+        update, output, nxt, _ = error_handler.run(st, model, Limits())
+        assert update["retry_mode"] in ("retry_same", "retry_different_args") and nxt == "TOOL_SELECT"
+        calls += 1
+    assert calls >= 50
+
+
+def test_free_generation_streams_and_can_be_cancelled(model):
+    import threading
+
+    from appliance.errors import GenerationCancelled
+    from appliance.llm.prompt import Message
+
+    pieces: list[str] = []
+    text = model.generate_free("SYNTHESIZE", [Message("user", "Define hypertension.")], temperature=0.5,
+                               max_tokens=24, on_token=pieces.append)
+    assert "".join(pieces) == text and model.last_stats.completion_tokens >= 1
+    cancel = threading.Event()
+
+    def stop_after_three(piece: str) -> None:
+        if len(seen) >= 2:
+            cancel.set()
+        seen.append(piece)
+
+    seen: list[str] = []
+    with pytest.raises(GenerationCancelled):
+        model.generate_free("SYNTHESIZE", [Message("user", "Define asthma in detail.")], temperature=0.0,
+                            max_tokens=64, on_token=stop_after_three, cancel=cancel)
+    assert 3 <= len(seen) < 64
