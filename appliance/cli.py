@@ -46,7 +46,6 @@ def build_agent(settings: Settings, script: dict | None = None, approve_writes: 
     from appliance.tools.base import approve_all, deny_all
     from appliance.tools.mcp_client import MCPToolBox
 
-    tools = MCPToolBox()
     approver = approve_all if approve_writes else deny_all
     if interactive:
         from appliance.session import ask_approval
@@ -56,13 +55,15 @@ def build_agent(settings: Settings, script: dict | None = None, approve_writes: 
         from appliance.llm.fake import ScriptedModel
         from appliance.tools.scripted import ScriptedToolBox
 
-        nodes = {k: v for k, v in script.items() if k not in ("tools", "drug_names")}
-        model = ScriptedModel(nodes)
+        model = ScriptedModel({k: v for k, v in script.items() if k not in ("tools", "drug_names")})
+        tools = MCPToolBox()
         toolbox = ScriptedToolBox(script.get("tools", {}), tools, script.get("drug_names"))
         return Agent(model, toolbox, settings, approver), tools
     from appliance.runtime import load_model
 
-    return Agent(load_model(settings), tools, settings, approver), tools
+    model = load_model(settings)  # before the tool client, so a bad model file leaves nothing running
+    tools = MCPToolBox()
+    return Agent(model, tools, settings, approver), tools
 
 
 def cmd_ask(args) -> int:

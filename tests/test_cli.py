@@ -1,0 +1,65 @@
+"""The CLI edge: scripted runs, clear errors and exit codes, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from appliance.cli import main
+
+SCRIPT = {
+    "INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Safety lookup.", "suggested_tool": "check_drug_safety"}],
+    "TOOL_SELECT": [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
+    "RESULT_CLASSIFY": [{"quality": "error_retryable", "brief_summary": "Timed out."},
+                        {"quality": "success_rich", "brief_summary": "Warnings returned."}],
+    "ERROR_HANDLER": [{"strategy": "retry_same", "reasoning": "temporary"}],
+    "SYNTHESIZE": ["Amiodarone carries boxed warnings."],
+    "tools": {"check_drug_safety": [{"error_type": "timeout", "message": "scripted"},
+                                    {"result": {"boxed_warning": "Pulmonary toxicity."}}]},
+    "drug_names": ["amiodarone"],
+}
+
+
+def test_scripted_ask_prints_the_path_as_json(tmp_path, capsys, appliance_home):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(SCRIPT))
+    assert main(["ask", "Check FDA warnings for amiodarone", "--script", str(script), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["path"] == ["INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE", "RESULT_CLASSIFY",
+                           "DETERMINISTIC_ROUTER", "ERROR_HANDLER", "TOOL_SELECT", "TOOL_EXECUTE",
+                           "RESULT_CLASSIFY", "DETERMINISTIC_ROUTER", "SYNTHESIZE"]
+    assert [c["classification"] for c in out["tool_calls"]] == ["error_retryable", "success_rich"]
+    assert out["tool_calls"][0]["args"] == {"drug_name": "amiodarone"}
+    assert out["router"][0]["next"] == "ERROR_HANDLER" and out["router"][0]["reason"]
+    assert out["intent"] == "TOOL_NEEDED" and out["response"] == "Amiodarone carries boxed warnings."
+    assert {t["node"] for t in out["timings"]} == set(out["path"])
+
+
+@pytest.mark.parametrize("content,words", [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "keyed by node name"),
+    (json.dumps({"INTENT_CLASSIFY": [{"intent": "MAYBE", "task_summary": "x", "suggested_tool": None}]}), "intent"),
+    (json.dumps({"INTENT_CLASSIFY": []}), "no reply left"),
+    (json.dumps({"tools": {"check_drug_safety": [{"error_type": "gremlins"}]}}), "unknown error_type"),
+])
+def test_bad_scripts_give_one_clear_line_and_exit_2(tmp_path, capsys, appliance_home, content, words):
+    script = tmp_path / "s.json"
+    script.write_text(content)
+    code = main(["ask", "hello", "--script", str(script)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert words in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_missing_production_model_names_the_expected_path(capsys, appliance_home, monkeypatch, tmp_path):
+    monkeypatch.setenv("APPLIANCE_MODEL_PATH", str(tmp_path / "medgemma.gguf"))
+    code = main(["ask", "hello", "--model", "medgemma-1.5-4b-it"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(tmp_path / "medgemma.gguf") in err and "Traceback" not in err
+
+
+def test_unknown_profile(capsys, appliance_home):
+    assert main(["ask", "hello", "--model", "gpt-9"]) == 2
+    assert "unknown model profile" in capsys.readouterr().err
