@@ -48,7 +48,7 @@ def build_agent(settings: Settings, script: dict | None = None, approve_writes: 
 
     approver = approve_all if approve_writes else deny_all
     if interactive:
-        from appliance.session import ask_approval
+        from appliance.repl import ask_approval
 
         approver = ask_approval
     if script is not None:
@@ -93,7 +93,7 @@ def cmd_smoke(args) -> int:
 
 
 def cmd_session(args) -> int:
-    from appliance.session import interactive_session
+    from appliance.repl import interactive_session
 
     return interactive_session(_settings(args), patient_id=getattr(args, "patient", None))
 

@@ -150,6 +150,19 @@ class MCPToolBox:
             return self.local_tools[tool](args)
         return self.call_server(server, tool, args, deadline)
 
+    def ping(self, server: str, timeout: float = 5.0) -> bool:
+        """Whether a server answers (starting it if needed); for status displays."""
+        async def _ping():
+            client = await self._connected(server)
+            return await client.ping()
+
+        with self._lock:
+            try:
+                return bool(self._run(_ping(), timeout + 15))
+            except Exception:  # noqa: BLE001 - any failure means "not healthy"
+                self._clients.pop(server, None)
+                return False
+
     def drug_names(self) -> list[str]:
         """The drug dictionary for INPUT_ASSEMBLY, from every server that offers one."""
         names: set[str] = set()
