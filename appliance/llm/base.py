@@ -31,6 +31,11 @@ class CallStats:
     completion_tokens: int = 0
     seconds: float = 0.0
     finish_reason: str = ""
+    prefill_tokens: int = 0  # prompt tokens actually evaluated (the rest came from the cache)
+    cache_hit: bool = False
+    eval_seconds: float = 0.0  # time inside llama.cpp evaluation
+    sampled_tokens: int = 0  # tokens chosen from logits (the rest were fed in batches)
+    fallbacks: int = 0  # steps where the first choice was rejected
 
     @property
     def tokens_per_second(self) -> float:

@@ -216,3 +216,51 @@ def _max_chars(schema: dict, defs: dict) -> int:
         n = int(schema.get("maxItems", 16))
         return 2 + n * _max_chars(schema.get("items") or {}, defs) + n - 1
     return {"integer": 16, "number": 27, "boolean": 5, "null": 4}[kind]
+
+
+def accepts(schema: type[BaseModel], text: str) -> bool:
+    """Whether ``text`` is in the language of ``grammar_for(schema)``: the reference check
+    the decoders are tested against (compact JSON, declared field order, safe bounded strings)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    if json.dumps(data, ensure_ascii=False, separators=(",", ":")) != text:
+        return False  # not compact, or keys out of declared order are caught below
+    json_schema = schema.model_json_schema()
+    return _accepts(data, json_schema, json_schema.get("$defs", {}))
+
+
+def _accepts(value, schema: dict, defs: dict) -> bool:
+    if "$ref" in schema:
+        return _accepts(value, defs[schema["$ref"].split("/")[-1]], defs)
+    if "anyOf" in schema:
+        return any(_accepts(value, option, defs) for option in schema["anyOf"])
+    if "enum" in schema or "const" in schema:
+        return value in schema.get("enum", [schema.get("const")])
+    kind = schema.get("type")
+    if kind == "object":
+        return isinstance(value, dict) and list(value) == list(schema["properties"]) and all(
+            _accepts(value[k], sub, defs) for k, sub in schema["properties"].items()
+        )
+    if kind == "string":
+        if not isinstance(value, str) or re.search(r'["\\\x00-\x1f]', value):
+            return False
+        lo, hi = int(schema.get("minLength", 0)), int(schema.get("maxLength", _UNBOUNDED_STRING_CAP))
+        if lo > 0 and value[:1].isspace():
+            return False
+        return lo <= len(value) <= hi
+    if kind == "array":
+        lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
+        return isinstance(value, list) and lo <= len(value) <= hi and all(
+            _accepts(v, schema.get("items") or {}, defs) for v in value
+        )
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return False

@@ -5,13 +5,17 @@ Invariants:
   it; a bad file raises ``ModelFileError``, never a crash.
 - Every call into the llama.cpp object holds ``self._lock`` (llama.cpp is not thread-safe),
   including the whole iteration of a stream.
-- Grammars come only from ``appliance.llm.grammar`` (checked text, cached per schema).
-- ``max_tokens`` is always passed; a generation that stops on the limit raises
+- Two constrained decoders produce the same output language: ``fast`` (default;
+  ``appliance.llm.fast`` on llama.cpp's logits, with prompt-prefix reuse) and ``grammar``
+  (llama-cpp-python's GBNF sampler over ``appliance.llm.grammar`` text, kept for comparison
+  and for any schema the fast decoder does not handle).
+- ``max_tokens`` is always respected; a generation that stops on the limit raises
   ``GenerationTruncated`` instead of returning half an object.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import threading
 import time
@@ -20,8 +24,10 @@ from typing import Sequence
 
 from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
+from appliance.llm.context import DecoderBackend, PrefixCache
+from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable, fast_supported, sample_free
 from appliance.llm.grammar import grammar_for
-from appliance.llm.prompt import Message, render_gemma
+from appliance.llm.prompt import START, Message, render_gemma
 from models.profiles import ModelProfile
 from models.verify import verify_model_file
 
@@ -45,7 +51,10 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
 class LlamaModel:
     """A loaded GGUF behind the LanguageModel interface."""
 
-    def __init__(self, profile: ModelProfile, path: Path, *, sha256: str | None = None, n_threads: int | None = None):
+    def __init__(
+        self, profile: ModelProfile, path: Path, *, sha256: str | None = None, n_threads: int | None = None,
+        decoder: str = "fast", snapshot_bytes: int = 256 << 20,
+    ):
         hint = (
             "Place the operator-supplied GGUF there or set APPLIANCE_MODEL_PATH."
             if profile.operator_placed
@@ -59,6 +68,24 @@ class LlamaModel:
         self._grammars: dict[type, object] = {}
         self.last_stats: CallStats | None = None
         self._llm = load_llama(path, profile.n_ctx, n_threads)
+        self.decoder = decoder
+        self.cache = PrefixCache(self._llm, snapshot_bytes)
+        self._table: TokenTable | None = None
+        self._backend = DecoderBackend(self.cache, self._llm.n_vocab())
+        self._fast_ok: dict[type, bool] = {}
+
+    @property
+    def table(self) -> TokenTable:
+        if self._table is None:
+            import llama_cpp
+
+            self._table = TokenTable.build(llama_cpp, self._llm._model.vocab, self._llm.n_vocab())
+        return self._table
+
+    def _is_eog(self, token: int) -> bool:
+        import llama_cpp
+
+        return bool(llama_cpp.llama_vocab_is_eog(self._llm._model.vocab, token))
 
     # -- helpers -------------------------------------------------------------------------
     def _grammar(self, schema: type) -> object:
@@ -76,8 +103,43 @@ class LlamaModel:
 
     # -- interface -----------------------------------------------------------------------
     def generate_constrained(
-        self, node: str, messages: Sequence[Message], schema: type[T], *, temperature: float, max_tokens: int
+        self, node: str, messages: Sequence[Message], schema: type[T], *, temperature: float, max_tokens: int,
+        decoder: str | None = None,
     ) -> T:
+        mode = decoder or self.decoder
+        if mode == "fast":
+            supported = self._fast_ok.get(schema)
+            if supported is None:
+                supported = self._fast_ok[schema] = fast_supported(schema.model_json_schema())
+            if supported:
+                return self._constrained_fast(node, messages, schema, temperature, max_tokens)
+        return self._constrained_grammar(node, messages, schema, temperature, max_tokens)
+
+    def _constrained_fast(self, node, messages, schema: type[T], temperature: float, max_tokens: int) -> T:
+        static, dynamic = split_static(messages)
+        started = time.perf_counter()
+        with self._lock:
+            table = self.table
+            eval_before = self.cache.eval_seconds
+            prefill = self.cache.prime(static, dynamic)
+            dec = SchemaDecoder(self._backend, table, temperature, budget=max_tokens)
+            json_schema = schema.model_json_schema()
+            try:
+                dec.value(json_schema, json_schema.get("$defs", {}))
+            except BudgetExceeded:
+                raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}") from None
+            eval_seconds = self.cache.eval_seconds - eval_before
+        text = "".join(dec.out)
+        generated = dec.stats.fed_tokens + dec.stats.sampled_tokens
+        self.last_stats = CallStats(
+            node=node, prompt_tokens=prefill.prompt_tokens, completion_tokens=generated,
+            seconds=time.perf_counter() - started, finish_reason="stop",
+            prefill_tokens=prefill.prefill_tokens, cache_hit=prefill.snapshot_hit,
+            eval_seconds=eval_seconds, sampled_tokens=dec.stats.sampled_tokens, fallbacks=dec.stats.fallbacks,
+        )
+        return parse_constrained(text, schema)
+
+    def _constrained_grammar(self, node, messages, schema: type[T], temperature: float, max_tokens: int) -> T:
         prompt = render_gemma(messages)
         grammar = self._grammar(schema)
         started = time.perf_counter()
@@ -112,45 +174,56 @@ class LlamaModel:
         max_tokens: int,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
+        ignore_eog: bool = False,
     ) -> str:
-        prompt = render_gemma(messages)
+        """Free text with our own sampling loop, so prompt-prefix reuse applies here too."""
+        static, dynamic = split_static(messages)
         started = time.perf_counter()
         pieces: list[str] = []
-        finish = ""
-        prompt_tokens = 0
+        finish = "length"
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         with self._lock:
-            stream = self._llm.create_completion(
-                prompt,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                top_k=40 if temperature > 0 else 1,
-                top_p=0.95,
-                stop=list(self.profile.stop),
-                stream=True,
-            )
-            try:
-                for chunk in stream:
-                    choice = chunk["choices"][0]
-                    text = choice.get("text") or ""
-                    if text:
-                        pieces.append(text)
-                        if on_token:
-                            on_token(text)
-                    finish = choice.get("finish_reason") or finish
-                    if cancel is not None and cancel.is_set():
-                        finish = "cancelled"
-                        break
-            finally:
-                stream.close()
-            if not prompt_tokens:
-                prompt_tokens = self._llm.n_tokens - len(pieces)
+            table = self.table
+            eval_before = self.cache.eval_seconds
+            prefill = self.cache.prime(static, dynamic)
+            count = 0
+            for count in range(1, max_tokens + 1):
+                if cancel is not None and cancel.is_set():
+                    finish = "cancelled"
+                    break
+                token = sample_free(self._backend.logits(), temperature, self._backend.rng)
+                if self._is_eog(token) and not ignore_eog:
+                    finish = "stop"
+                    break
+                self._backend.feed([token])
+                text = utf8.decode(table.raw[token])
+                if text:
+                    pieces.append(text)
+                    if on_token:
+                        on_token(text)
+            eval_seconds = self.cache.eval_seconds - eval_before
+        tail = utf8.decode(b"", final=True)
+        if tail:
+            pieces.append(tail)
         self.last_stats = CallStats(
-            node=node,
-            prompt_tokens=max(prompt_tokens, 0),
-            completion_tokens=len(pieces),
-            seconds=time.perf_counter() - started,
-            finish_reason=finish,
+            node=node, prompt_tokens=prefill.prompt_tokens, completion_tokens=count if finish != "stop" else count - 1,
+            seconds=time.perf_counter() - started, finish_reason=finish, prefill_tokens=prefill.prefill_tokens,
+            cache_hit=prefill.snapshot_hit, eval_seconds=eval_seconds,
+            sampled_tokens=count,
         )
         if finish == "cancelled":
             raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces")
         return "".join(pieces)
+
+
+def split_static(messages: Sequence[Message]) -> tuple[str, str]:
+    """(static prefix, dynamic rest) of the rendered prompt: the prefix is the first turn's
+    opening and the system text, which a node keeps fixed from call to call."""
+    rendered = render_gemma(messages)
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    if not system:
+        return "", rendered
+    static = f"{START}user\n{system}\n\n"
+    if not rendered.startswith(static):  # a system text with no user text after it
+        return "", rendered
+    return static, rendered[len(static):]

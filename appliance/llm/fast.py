@@ -1,0 +1,331 @@
+"""Fast schema-constrained decoding directly on llama.cpp's logits.
+
+The output language is exactly the one ``appliance.llm.grammar`` describes (compact JSON,
+declared field order, bounded strings without quotes, backslashes or control characters), but
+instead of checking a grammar against the whole vocabulary at every step:
+
+- text the schema fixes (braces, keys, punctuation) is fed to the model in one batch;
+- an enum or nullable choice looks only at the logits of the allowed options' next tokens;
+- a free string decodes unconstrained; the chosen token is checked first and the full
+  vocabulary is masked only when it is rejected (a quote ends the string; anything unsafe or
+  too long falls back to the best safe token).
+
+Invariants: T=0 is greedy; T>0 samples from the temperature-scaled distribution restricted to
+what is allowed at that step. Every finished output is one the schema's grammar accepts and is
+validated by Pydantic before it is returned. The decoder never evaluates a token it then
+rejects, so the KV cache always holds exactly the prompt plus the accepted output.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_UNSAFE = {ord('"'), ord("\\")} | set(range(0x20)) | {0x7F}
+
+
+@dataclass
+class TokenTable:
+    """Per-vocabulary facts the decoder needs, computed once per model."""
+
+    pieces: list[str]
+    raw: list[bytes]  # exact bytes, for free-text streaming across multi-byte characters
+    safe: np.ndarray  # non-empty text with no quote, backslash or control character
+    quote_prefix: list[str | None]  # text before the first quote, when that text is safe
+    lengths: np.ndarray  # characters in the piece
+    leading_space: np.ndarray
+    closers: np.ndarray  # tokens whose text starts with the closing quote
+
+    @classmethod
+    def build(cls, llama_cpp, vocab, n_vocab: int) -> "TokenTable":
+        buf = ctypes.create_string_buffer(256)
+        pieces: list[str] = []
+        raws: list[bytes] = []
+        safe = np.zeros(n_vocab, dtype=bool)
+        lengths = np.zeros(n_vocab, dtype=np.int32)
+        leading = np.zeros(n_vocab, dtype=bool)
+        quote_prefix: list[str | None] = [None] * n_vocab
+        for i in range(n_vocab):
+            k = llama_cpp.llama_token_to_piece(vocab, i, buf, 256, 0, False)
+            raw = buf.raw[:k] if k > 0 else b""
+            raws.append(raw)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = ""  # a partial multi-byte piece is never taken inside a string
+            pieces.append(text)
+            lengths[i] = len(text)
+            if not text:
+                continue
+            leading[i] = text[0].isspace()
+            codes = {ord(c) for c in text}
+            if not codes & _UNSAFE:
+                safe[i] = True
+            elif '"' in text:
+                before = text.split('"', 1)[0]
+                if not {ord(c) for c in before} & _UNSAFE:
+                    quote_prefix[i] = before
+        closers = np.array([i for i, q in enumerate(quote_prefix) if q == ""], dtype=np.int64)
+        return cls(pieces, raws, safe, quote_prefix, lengths, leading, closers)
+
+
+@dataclass
+class DecodeStats:
+    fed_tokens: int = 0  # scaffolding and forced tokens evaluated in batches
+    sampled_tokens: int = 0  # tokens chosen from logits
+    fallbacks: int = 0  # steps where the first choice was rejected and the vocabulary masked
+    eval_seconds: float = 0.0
+    eval_calls: int = 0
+    text: list[str] = field(default_factory=list)
+
+
+class BudgetExceeded(Exception):
+    """The output would need more tokens than the caller allowed."""
+
+
+class SchemaDecoder:
+    """Walks a JSON schema, asking ``backend`` for logits and feeding it tokens.
+
+    ``backend`` provides: ``logits() -> np.ndarray`` for the next position, ``feed(tokens)``,
+    ``tokenize(text) -> list[int]`` (no BOS, no special tokens) and ``rng``.
+    """
+
+    def __init__(self, backend, table: TokenTable, temperature: float, budget: int | None = None):
+        self.b = backend
+        self.budget = budget
+        self.t = table
+        self.temperature = temperature
+        self.pending: str = ""  # literal text not yet fed
+        self.out: list[str] = []
+        self.stats = DecodeStats()
+
+    # -- primitives ----------------------------------------------------------------------
+    def literal(self, text: str) -> None:
+        self.pending += text
+        self.out.append(text)
+
+    def _spend(self, n: int) -> None:
+        used = self.stats.fed_tokens + self.stats.sampled_tokens + n
+        if self.budget is not None and used > self.budget:
+            raise BudgetExceeded(used)
+
+    def _flush(self) -> None:
+        if self.pending:
+            tokens = self.b.tokenize(self.pending)
+            self._spend(len(tokens))
+            self.b.feed(tokens)
+            self.stats.fed_tokens += len(tokens)
+            self.pending = ""
+
+    def _logits(self) -> np.ndarray:
+        self._flush()
+        return self.b.logits()
+
+    def _pick(self, logits: np.ndarray, candidates: np.ndarray) -> int:
+        """Greedy or sampled choice among candidate token ids."""
+        scores = logits[candidates]
+        if self.temperature <= 0 or len(candidates) == 1:
+            return int(candidates[int(np.argmax(scores))])
+        scaled = (scores - scores.max()) / self.temperature
+        probs = np.exp(scaled)
+        probs /= probs.sum()
+        return int(candidates[int(self.b.rng.choice(len(candidates), p=probs))])
+
+    def _take(self, token: int) -> None:
+        self._spend(1)
+        self.b.feed([token])
+        self.stats.sampled_tokens += 1
+
+    # -- choices -------------------------------------------------------------------------
+    def choose(self, options: list[str]) -> str:
+        """One of ``options`` (their exact JSON text), deciding only where they differ."""
+        seqs = {opt: self.b.tokenize(opt) for opt in options}
+        alive = list(options)
+        depth = 0
+        while len(alive) > 1:
+            done = [o for o in alive if len(seqs[o]) == depth]
+            if done:  # an option that is a token-prefix of another: take the shorter
+                alive = done[:1]
+                break
+            next_tokens = np.array(sorted({seqs[o][depth] for o in alive}), dtype=np.int64)
+            logits = self._logits()
+            token = self._pick(logits, next_tokens) if len(next_tokens) > 1 else int(next_tokens[0])
+            self._take(token)
+            alive = [o for o in alive if seqs[o][depth] == token]
+            depth += 1
+        chosen = alive[0]
+        rest = seqs[chosen][depth:]
+        self._flush()
+        if rest:
+            self._spend(len(rest))
+            self.b.feed(rest)
+            self.stats.fed_tokens += len(rest)
+        self.out.append(chosen)
+        return chosen
+
+    def string_body(self, min_len: int, max_len: int) -> str:
+        """The characters of a string after its opening quote, then the closing quote."""
+        t = self.t
+        text: list[str] = []
+        count = 0
+        while True:
+            remaining = max_len - count
+            if remaining <= 0:
+                break
+            logits = self._logits()
+            if self.temperature > 0:
+                k = min(40, len(logits))
+                top = np.argpartition(logits, -k)[-k:]
+                first = self._pick(logits, top)
+            else:
+                first = int(np.argmax(logits))
+            accepted = self._accept(first, count, min_len, remaining)
+            if accepted is None:
+                self.stats.fallbacks += 1
+                mask = t.safe & (t.lengths <= remaining)
+                if count == 0:
+                    mask &= ~t.leading_space
+                candidates = np.flatnonzero(mask)
+                if count >= min_len:
+                    candidates = np.concatenate([candidates, t.closers])
+                first = self._pick(logits, candidates)
+                accepted = self._accept(first, count, min_len, remaining)
+            kind, piece = accepted
+            if kind == "close":
+                if piece:
+                    text.append(piece)
+                    self.pending += piece
+                break
+            self._take(first)
+            text.append(piece)
+            count += len(piece)
+        body = "".join(text)
+        self.out.append(body)
+        self.literal('"')
+        return body
+
+    def _accept(self, token: int, count: int, min_len: int, remaining: int):
+        """("char", piece) to take the token, ("close", before-quote) to end, or None."""
+        t = self.t
+        if t.safe[token] and t.lengths[token] <= remaining:
+            if count == 0 and t.leading_space[token] and min_len > 0:
+                return None
+            return "char", t.pieces[token]
+        before = t.quote_prefix[token]
+        if before is not None and count + len(before) >= min_len and len(before) <= remaining:
+            if count == 0 and before[:1].isspace() and min_len > 0:
+                return None
+            return "close", before
+        return None
+
+    # -- schema walk ---------------------------------------------------------------------
+    def value(self, schema: dict, defs: dict) -> None:
+        if "$ref" in schema:
+            return self.value(defs[schema["$ref"].split("/")[-1]], defs)
+        if "anyOf" in schema:
+            return self._any_of(schema["anyOf"], defs)
+        if "enum" in schema or "const" in schema:
+            values = schema.get("enum", [schema.get("const")])
+            self.choose([json.dumps(v, ensure_ascii=False) for v in values])
+            return None
+        kind = schema.get("type")
+        if kind == "object":
+            for i, (name, sub) in enumerate(schema["properties"].items()):
+                self.literal(("{" if i == 0 else ",") + json.dumps(name) + ":")
+                self.value(sub, defs)
+            self.literal("}")
+        elif kind == "string":
+            self.literal('"')
+            self.string_body(int(schema.get("minLength", 0)), int(schema.get("maxLength", 2000)))
+        elif kind == "array":
+            self._string_array(schema, defs)
+        elif kind == "boolean":
+            self.choose(["true", "false"])
+        elif kind == "null":
+            self.literal("null")
+        else:
+            raise ValueError(f"the fast decoder does not handle {kind!r}")
+        return None
+
+    def _string_array(self, schema: dict, defs: dict) -> None:
+        items = schema.get("items") or {}
+        if "$ref" in items:
+            items = defs[items["$ref"].split("/")[-1]]
+        if items.get("type") != "string" or "enum" in items:
+            raise ValueError("the fast decoder handles arrays of free strings only")
+        lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
+        lo_len, hi_len = int(items.get("minLength", 0)), int(items.get("maxLength", 2000))
+        self.literal("[")
+        n = 0
+        while n < hi:
+            opener = '"' if n == 0 else ',"'
+            if n >= lo:
+                if self.choose([opener, "]"]) == "]":
+                    return
+            else:
+                self.literal(opener)
+            self.string_body(lo_len, hi_len)
+            n += 1
+        self.literal("]")
+
+    def _any_of(self, options: list[dict], defs: dict) -> None:
+        """Nullable values: decide between ``null`` and the value by its first token."""
+        non_null = [o for o in options if o.get("type") != "null"]
+        if len(non_null) != 1 or len(options) != 2:
+            raise ValueError("the fast decoder handles anyOf only as (value | null)")
+        inner = non_null[0]
+        if "$ref" in inner:
+            inner = defs[inner["$ref"].split("/")[-1]]
+        if "enum" in inner:
+            self.choose([json.dumps(v, ensure_ascii=False) for v in inner["enum"]] + ["null"])
+        elif inner.get("type") == "string":
+            if self.choose(['"', "null"]) == '"':
+                self.string_body(int(inner.get("minLength", 0)), int(inner.get("maxLength", 2000)))
+        else:
+            raise ValueError("the fast decoder handles nullable strings and enums only")
+
+
+def fast_supported(json_schema: dict) -> bool:
+    """Whether SchemaDecoder handles every node of the schema (else use the grammar path)."""
+    defs = json_schema.get("$defs", {})
+
+    def ok(node: dict) -> bool:
+        if "$ref" in node:
+            return ok(defs[node["$ref"].split("/")[-1]])
+        if "anyOf" in node:
+            opts = node["anyOf"]
+            inner = [o for o in opts if o.get("type") != "null"]
+            if len(opts) != 2 or len(inner) != 1:
+                return False
+            target = defs[inner[0]["$ref"].split("/")[-1]] if "$ref" in inner[0] else inner[0]
+            return "enum" in target or target.get("type") == "string"
+        if "enum" in node or "const" in node:
+            return True
+        kind = node.get("type")
+        if kind == "object":
+            return all(ok(v) for v in node.get("properties", {}).values())
+        if kind == "array":
+            items = node.get("items") or {}
+            items = defs[items["$ref"].split("/")[-1]] if "$ref" in items else items
+            return items.get("type") == "string" and "enum" not in items
+        return kind in ("string", "boolean", "null")
+
+    return ok(json_schema)
+
+
+def sample_free(logits: np.ndarray, temperature: float, rng, top_k: int = 40, top_p: float = 0.95) -> int:
+    """Greedy at T=0, else top-k then nucleus sampling at the given temperature."""
+    if temperature <= 0:
+        return int(np.argmax(logits))
+    top = np.argpartition(logits, -top_k)[-top_k:]
+    scores = logits[top].astype(np.float64) / temperature
+    order = np.argsort(-scores)
+    top, scores = top[order], scores[order]
+    probs = np.exp(scores - scores[0])
+    probs /= probs.sum()
+    keep = int(np.searchsorted(np.cumsum(probs), top_p) + 1)
+    probs = probs[:keep] / probs[:keep].sum()
+    return int(top[int(rng.choice(keep, p=probs))])
