@@ -98,6 +98,12 @@ def cmd_session(args) -> int:
     return interactive_session(_settings(args), patient_id=getattr(args, "patient", None))
 
 
+def cmd_bench(args) -> int:
+    from appliance.bench import run_bench
+
+    return run_bench(_settings(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
+
+
 def cmd_import(args) -> int:
     from appliance.importers import run_import
 
@@ -126,6 +132,13 @@ def parser() -> argparse.ArgumentParser:
     smoke.add_argument("--model", help="model profile")
     smoke.add_argument("--json", action="store_true")
     smoke.set_defaults(func=cmd_smoke)
+
+    bench = sub.add_parser("bench", help="decoding and turn figures with ratios (prints, asserts nothing)")
+    bench.add_argument("--model", help="model profile")
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--rounds", type=int, default=3, help="turns per path")
+    bench.add_argument("--repeats", type=int, default=3, help="repeats per decoder comparison")
+    bench.set_defaults(func=cmd_bench)
 
     session = sub.add_parser("session", help="interactive headless session")
     session.add_argument("--model", help="model profile")

@@ -32,6 +32,7 @@ class CallStats:
     seconds: float = 0.0
     finish_reason: str = ""
     prefill_tokens: int = 0  # prompt tokens actually evaluated (the rest came from the cache)
+    static_tokens: int = 0  # tokens of the node's fixed prefix (system text)
     cache_hit: bool = False
     eval_seconds: float = 0.0  # time inside llama.cpp evaluation
     sampled_tokens: int = 0  # tokens chosen from logits (the rest were fed in batches)

@@ -25,6 +25,7 @@ import numpy as np
 @dataclass
 class PrefillStats:
     prompt_tokens: int = 0
+    static_tokens: int = 0
     prefill_tokens: int = 0
     reused_tokens: int = 0
     snapshot_hit: bool = False  # the static prefix came from the cache, not this call
@@ -77,6 +78,12 @@ class PrefixCache:
     def current(self) -> np.ndarray:
         return self.llm.input_ids[: self.llm.n_tokens]
 
+    def clear(self) -> None:
+        """Drop every snapshot and the context's tokens (for like-for-like comparisons)."""
+        self._snapshots.clear()
+        self.lib.llama_memory_seq_rm(self.lib.llama_get_memory(self.ctx), -1, -1, -1)
+        self.llm.n_tokens = 0
+
     # -- snapshots ----------------------------------------------------------------------
     def _save(self, key: str, tokens: list[int]) -> None:
         size = self.lib.llama_state_seq_get_size(self.ctx, 0)
@@ -115,7 +122,7 @@ class PrefixCache:
             from appliance.errors import GenerationError
 
             raise GenerationError(f"prompt of {len(target)} tokens does not fit the {self.llm.n_ctx()}-token context")
-        stats = PrefillStats(prompt_tokens=len(target))
+        stats = PrefillStats(prompt_tokens=len(target), static_tokens=len(s_tokens))
         keep = _common_prefix(self.current(), target)
         stats.snapshot_hit = keep >= len(s_tokens) > 1  # the static prefix was already in place
         if keep < len(s_tokens):

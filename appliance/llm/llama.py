@@ -69,6 +69,7 @@ class LlamaModel:
         self.last_stats: CallStats | None = None
         self._llm = load_llama(path, profile.n_ctx, n_threads)
         self.decoder = decoder
+        self.last_text = ""  # raw output of the last constrained call (for tests and the bench)
         self.cache = PrefixCache(self._llm, snapshot_bytes)
         self._table: TokenTable | None = None
         self._backend = DecoderBackend(self.cache, self._llm.n_vocab())
@@ -129,12 +130,12 @@ class LlamaModel:
             except BudgetExceeded:
                 raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}") from None
             eval_seconds = self.cache.eval_seconds - eval_before
-        text = "".join(dec.out)
+        text = self.last_text = "".join(dec.out)
         generated = dec.stats.fed_tokens + dec.stats.sampled_tokens
         self.last_stats = CallStats(
             node=node, prompt_tokens=prefill.prompt_tokens, completion_tokens=generated,
             seconds=time.perf_counter() - started, finish_reason="stop",
-            prefill_tokens=prefill.prefill_tokens, cache_hit=prefill.snapshot_hit,
+            prefill_tokens=prefill.prefill_tokens, cache_hit=prefill.snapshot_hit, static_tokens=prefill.static_tokens,
             eval_seconds=eval_seconds, sampled_tokens=dec.stats.sampled_tokens, fallbacks=dec.stats.fallbacks,
         )
         return parse_constrained(text, schema)
@@ -161,6 +162,7 @@ class LlamaModel:
             seconds=time.perf_counter() - started,
             finish_reason=choice.get("finish_reason") or "",
         )
+        self.last_text = choice["text"]
         if choice.get("finish_reason") == "length":
             raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}")
         return parse_constrained(choice["text"], schema)
@@ -208,7 +210,7 @@ class LlamaModel:
         self.last_stats = CallStats(
             node=node, prompt_tokens=prefill.prompt_tokens, completion_tokens=count if finish != "stop" else count - 1,
             seconds=time.perf_counter() - started, finish_reason=finish, prefill_tokens=prefill.prefill_tokens,
-            cache_hit=prefill.snapshot_hit, eval_seconds=eval_seconds,
+            cache_hit=prefill.snapshot_hit, eval_seconds=eval_seconds, static_tokens=prefill.static_tokens,
             sampled_tokens=count,
         )
         if finish == "cancelled":
