@@ -1,0 +1,36 @@
+"""The EHR package's exceptions.
+
+Invariant: messages name fields, tables or files, never patient data, so every edge (MCP
+ToolError, CLI message) may show them as they are.
+"""
+
+from __future__ import annotations
+
+
+class EhrError(Exception):
+    """Base of every expected failure of the local EHR."""
+
+
+class DatabaseNotReady(EhrError):
+    """The EHR database file does not exist yet (``appliance init`` creates it)."""
+
+
+class PatientNotFound(EhrError):
+    """No patient has the given ID."""
+
+    def __init__(self, patient_id: str):
+        super().__init__("no patient has this ID")
+        self.patient_id = patient_id
+
+
+class InvalidField(EhrError):
+    """A write was rejected: one field is missing, empty or implausible."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class BundleError(EhrError):
+    """A FHIR file cannot be imported: unreadable, not JSON, or not a Bundle."""

@@ -1,0 +1,347 @@
+"""FHIR R4 resource -> EHR row, one pure function per supported resource type.
+
+Invariants:
+- A mapper returns a row dict for its table, or raises ``Skip`` with a reason; it never
+  touches the database. References are resolved through the ``Resolver`` it is given.
+- Codes are kept only from their own system (SNOMED CT for conditions, RxNorm for
+  medications, LOINC for observations); other codings leave the code NULL and keep the text.
+- An Observation may yield several rows (a blood-pressure panel yields one per component);
+  component rows get the id ``<observation id>-<component LOINC code>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from typing import Any
+
+from ehr_db.codes import (
+    LOINC_SYSTEM,
+    RXNORM_SYSTEM,
+    SNOMED_SYSTEM,
+    interpretation,
+    interpretation_from_code,
+)
+from ehr_db.repository import name_key
+
+SUPPORTED_CATEGORIES = ("laboratory", "vital-signs")
+CONDITION_STATUSES = ("active", "recurrence", "relapse", "inactive", "remission", "resolved")
+MEDICATION_STATUSES = ("active", "on-hold", "cancelled", "completed", "entered-in-error", "stopped",
+                       "draft", "unknown")
+# LOINC document type -> the EHR's note types; other document types become "other".
+NOTE_TYPES_BY_LOINC = {
+    "11506-3": "progress",
+    "11488-4": "consult",
+    "28570-0": "procedure",
+    "18842-5": "discharge",
+}
+
+
+class Skip(Exception):
+    """This resource is not imported; the message says why."""
+
+
+Resolver = Callable[[Any, str], str | None]  # (reference object, target type) -> id or None
+
+
+def _coding(concept: dict | None, system: str | None = None) -> dict | None:
+    for coding in (concept or {}).get("coding") or []:
+        if system is None or coding.get("system") == system:
+            return coding
+    return None
+
+
+def _text(concept: dict | None) -> str | None:
+    if not concept:
+        return None
+    coding = _coding(concept)
+    return concept.get("text") or (coding or {}).get("display")
+
+
+def _first(items: list | None) -> Any:
+    return items[0] if items else None
+
+
+def subject_patient(resource: dict, resolve: Resolver, key: str = "subject") -> str:
+    ref = resource.get(key)
+    if not ref:
+        raise Skip("missing subject")
+    pid = resolve(ref, "Patient")
+    if pid is None:
+        raise Skip("unknown reference")
+    return pid
+
+
+def patient_row(r: dict, resolve: Resolver) -> dict:
+    names = r.get("name") or []
+    name = next((n for n in names if n.get("use") == "official"), _first(names)) or {}
+    given = " ".join(name.get("given") or [])
+    family = name.get("family") or ""
+    if not (given or family):
+        raise Skip("missing name")
+    mrn = next(
+        (i.get("value") for i in r.get("identifier") or []
+         if any(c.get("code") == "MR" for c in ((i.get("type") or {}).get("coding") or []))),
+        None,
+    )
+    address = _first(r.get("address")) or {}
+    phone = next((t.get("value") for t in r.get("telecom") or [] if t.get("system") == "phone"), None)
+    gender = r.get("gender")
+    return {
+        "id": r["id"],
+        "mrn": mrn,
+        "family": family,
+        "given": given,
+        "name_key": name_key(given, family),
+        "birth_date": r.get("birthDate"),
+        "sex": gender if gender in ("male", "female", "other", "unknown") else "unknown",
+        "deceased_date": r.get("deceasedDateTime"),
+        "phone": phone,
+        "address_line": _first(address.get("line")),
+        "city": address.get("city"),
+        "state": address.get("state"),
+        "postal_code": address.get("postalCode"),
+        "source": "fhir",
+    }
+
+
+def encounter_row(r: dict, resolve: Resolver) -> dict:
+    pid = subject_patient(r, resolve)
+    period = r.get("period") or {}
+    if not period.get("start"):
+        raise Skip("missing period start")
+    klass = r.get("class")
+    klass = _first(klass) if isinstance(klass, list) else klass
+    return {
+        "id": r["id"],
+        "patient_id": pid,
+        "status": r.get("status"),
+        "class_code": (klass or {}).get("code"),
+        "type_display": _text(_first(r.get("type"))),
+        "reason_display": _text(_first(r.get("reasonCode"))),
+        "period_start": period["start"],
+        "period_end": period.get("end"),
+        "source": "fhir",
+    }
+
+
+def _encounter(r: dict, resolve: Resolver) -> str | None:
+    ref = r.get("encounter") or _first((r.get("context") or {}).get("encounter"))
+    return resolve(ref, "Encounter") if ref else None
+
+
+def condition_row(r: dict, resolve: Resolver) -> dict:
+    pid = subject_patient(r, resolve)
+    display = _text(r.get("code"))
+    if not display:
+        raise Skip("missing code")
+    status = (_coding(r.get("clinicalStatus")) or {}).get("code")
+    if status is None:
+        status = "resolved" if r.get("abatementDateTime") else "active"
+    if status not in CONDITION_STATUSES:
+        raise Skip("unsupported clinical status")
+    return {
+        "id": r["id"],
+        "patient_id": pid,
+        "encounter_id": _encounter(r, resolve),
+        "snomed_code": (_coding(r.get("code"), SNOMED_SYSTEM) or {}).get("code"),
+        "display": (_coding(r.get("code"), SNOMED_SYSTEM) or {}).get("display") or display,
+        "clinical_status": status,
+        "verification_status": (_coding(r.get("verificationStatus")) or {}).get("code"),
+        "onset_date": r.get("onsetDateTime") or (r.get("onsetPeriod") or {}).get("start"),
+        "abatement_date": r.get("abatementDateTime"),
+        "recorded_date": r.get("recordedDate"),
+        "source": "fhir",
+    }
+
+
+def _quantity(q: dict | None) -> str | None:
+    if not q or q.get("value") is None:
+        return None
+    value = f"{q['value']:g}" if isinstance(q["value"], (int, float)) else str(q["value"])
+    unit = q.get("unit") or q.get("code")
+    if unit:
+        return f"{value} {unit}"
+    return f"{value} dose" if value in ("1", "1.0") else f"{value} doses"
+
+
+_PERIOD_UNITS = {"s": "second", "min": "minute", "h": "hour", "d": "day", "wk": "week", "mo": "month", "a": "year"}
+_TIMES = {1: "once", 2: "twice", 3: "three times", 4: "four times"}
+
+
+def _frequency(dosage: dict) -> str | None:
+    repeat = (dosage.get("timing") or {}).get("repeat") or {}
+    prn = bool(dosage.get("asNeededBoolean") or dosage.get("asNeededCodeableConcept"))
+    freq, period, unit = repeat.get("frequency"), repeat.get("period"), repeat.get("periodUnit")
+    text = None
+    if freq and period and unit in _PERIOD_UNITS:
+        word = _PERIOD_UNITS[unit]
+        if period == 1:
+            text = f"{_TIMES.get(int(freq), f'{int(freq)} times')} {'daily' if unit == 'd' else 'per ' + word}"
+        elif int(freq) == 1:
+            text = f"every {period:g} {word}s"
+        else:
+            text = f"{int(freq)} times every {period:g} {word}s"
+    if prn:
+        text = f"{text} as needed" if text else "as needed"
+    return text
+
+
+def medication_row(r: dict, resolve: Resolver, medications: dict[str, dict]) -> dict:
+    pid = subject_patient(r, resolve)
+    concept = r.get("medicationCodeableConcept")
+    if concept is None and r.get("medicationReference"):
+        med = medications.get(r["medicationReference"].get("reference", ""))
+        concept = (med or {}).get("code")
+    name = _text(concept)
+    if not name:
+        raise Skip("missing medication")
+    if not r.get("authoredOn"):
+        raise Skip("missing authoredOn")
+    dosage = _first(r.get("dosageInstruction")) or {}
+    dose = _first(dosage.get("doseAndRate")) or {}
+    notes = [dosage.get("text")] + [n.get("text") for n in r.get("note") or []]
+    status = r.get("status")
+    return {
+        "id": r["id"],
+        "patient_id": pid,
+        "encounter_id": _encounter(r, resolve),
+        "rxnorm_code": (_coding(concept, RXNORM_SYSTEM) or {}).get("code"),
+        "medication_name": name,
+        "dosage": _quantity(dose.get("doseQuantity")),
+        "frequency": _frequency(dosage),
+        "status": status if status in MEDICATION_STATUSES else "unknown",
+        "intent": r.get("intent") or "order",
+        "notes": " ".join(n for n in notes if n) or None,
+        "author": (r.get("requester") or {}).get("display"),
+        "authored_at": r["authoredOn"],
+        "source": "fhir",
+    }
+
+
+def allergy_row(r: dict, resolve: Resolver) -> dict:
+    pid = subject_patient(r, resolve, key="patient")
+    substance = _text(r.get("code"))
+    if not substance:
+        raise Skip("missing substance")
+    recorded = r.get("recordedDate") or r.get("onsetDateTime")
+    if not recorded:
+        raise Skip("missing recordedDate")
+    coding = _coding(r.get("code")) or {}
+    reaction = _first(r.get("reaction")) or {}
+    manifestations = [_text(m) for m in reaction.get("manifestation") or []]
+    severity = reaction.get("severity")
+    status = (_coding(r.get("clinicalStatus")) or {}).get("code") or "active"
+    return {
+        "id": r["id"],
+        "patient_id": pid,
+        "substance": substance,
+        "substance_code": coding.get("code"),
+        "substance_system": coding.get("system"),
+        "category": _first(r.get("category")),
+        "reaction": ", ".join(m for m in manifestations if m) or None,
+        "severity": severity if severity in ("mild", "moderate", "severe") else None,
+        "clinical_status": status if status in ("active", "inactive", "resolved") else "active",
+        "author": (r.get("recorder") or {}).get("display"),
+        "recorded_at": recorded,
+        "source": "fhir",
+    }
+
+
+def _value(holder: dict) -> tuple[float | None, str | None, str | None]:
+    """(numeric value, text value, unit) of an Observation or component."""
+    q = holder.get("valueQuantity")
+    if q and isinstance(q.get("value"), (int, float)):
+        return float(q["value"]), None, q.get("unit") or q.get("code")
+    if isinstance(holder.get("valueInteger"), int):
+        return float(holder["valueInteger"]), None, None
+    if isinstance(holder.get("valueString"), str):
+        return None, holder["valueString"], None
+    if isinstance(holder.get("valueBoolean"), bool):
+        return None, "true" if holder["valueBoolean"] else "false", None
+    if holder.get("valueCodeableConcept"):
+        return None, _text(holder["valueCodeableConcept"]), None
+    return None, None, None
+
+
+def observation_rows(r: dict, resolve: Resolver) -> list[dict]:
+    categories = {c.get("code") for cat in r.get("category") or [] for c in cat.get("coding") or []}
+    category = next((c for c in SUPPORTED_CATEGORIES if c in categories), None)
+    if category is None:
+        raise Skip("unsupported observation category")
+    pid = subject_patient(r, resolve)
+    when = r.get("effectiveDateTime") or (r.get("effectivePeriod") or {}).get("start") or r.get("issued")
+    if not when:
+        raise Skip("missing effective time")
+    base = {
+        "patient_id": pid,
+        "encounter_id": _encounter(r, resolve),
+        "category": category,
+        "status": r.get("status"),
+        "effective_at": when,
+        "source": "fhir",
+    }
+    parts = [(r["id"], r)] if not r.get("component") else [
+        (f"{r['id']}-{(_coding(c.get('code'), LOINC_SYSTEM) or {}).get('code') or n}", c)
+        for n, c in enumerate(r["component"], 1)
+    ]
+    rows = []
+    for row_id, holder in parts:
+        num, text, unit = _value(holder)
+        display = _text(holder.get("code"))
+        if (num is None and text is None) or not display:
+            continue
+        ref = _first(holder.get("referenceRange") or r.get("referenceRange")) or {}
+        low, high = (ref.get("low") or {}).get("value"), (ref.get("high") or {}).get("value")
+        flag = interpretation_from_code((_coding(_first(holder.get("interpretation"))) or {}).get("code"))
+        rows.append({
+            "id": row_id,
+            **base,
+            "loinc_code": (_coding(holder.get("code"), LOINC_SYSTEM) or {}).get("code"),
+            "display": display,
+            "value_num": num,
+            "value_text": text,
+            "unit": unit,
+            "ref_low": low,
+            "ref_high": high,
+            "interpretation": flag or interpretation(num, low, high),
+        })
+    if not rows:
+        raise Skip("no usable value")
+    return rows
+
+
+def document_row(r: dict, resolve: Resolver) -> dict:
+    if r.get("status") == "entered-in-error":
+        raise Skip("entered in error")
+    pid = subject_patient(r, resolve)
+    text = None
+    for content in r.get("content") or []:
+        attachment = content.get("attachment") or {}
+        if attachment.get("data") and (attachment.get("contentType") or "text/plain").startswith("text/"):
+            try:
+                text = base64.b64decode(attachment["data"], validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                raise Skip("unreadable attachment") from None
+            break
+    if not text or not text.strip():
+        raise Skip("no inline text")
+    created = r.get("date") or ((r.get("context") or {}).get("period") or {}).get("start")
+    if not created:
+        raise Skip("missing date")
+    loinc = (_coding(r.get("type"), LOINC_SYSTEM) or {}).get("code")
+    return {
+        "id": r["id"],
+        "patient_id": pid,
+        "encounter_id": _encounter(r, resolve),
+        "note_type": NOTE_TYPES_BY_LOINC.get(loinc, "other"),
+        "title": _text(r.get("type")),
+        "text": text.strip(),
+        "author": (_first(r.get("author")) or {}).get("display"),
+        "created_at": created,
+        # Synthea marks its notes "superseded" although no newer version exists; every
+        # imported note that was not entered in error is shown as current.
+        "status": "current",
+        "source": "fhir",
+    }

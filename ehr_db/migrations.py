@@ -1,0 +1,241 @@
+"""Schema of the EHR database, as named, append-only migrations.
+
+Invariants:
+- A migration, once released, is never edited or removed: a schema change is a new function
+  appended to ``MIGRATIONS``. Each applied migration is recorded by name in ``_migrations``.
+- ``migrate`` applies the pending ones in order inside one ``BEGIN IMMEDIATE`` transaction, so
+  two processes migrating at once cannot both apply a migration, and a failed migration
+  leaves the schema as it was. Running it again is a no-op.
+- Tables follow FHIR R4 resources (Patient, Encounter, Condition, MedicationRequest,
+  AllergyIntolerance, Observation, DocumentReference); ``id`` is the FHIR resource id.
+  Codes: SNOMED CT for conditions, RxNorm for medications, LOINC for observations; a code is
+  NULL when it is not known, never guessed.
+- ``audit_log`` is append-only, enforced by triggers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlite_utils import Database
+
+from ehr_db.db import now_iso, write_transaction
+
+Migration = Callable[[Database], None]
+MIGRATIONS: list[Migration] = []
+
+NOTE_TYPES = ("progress", "consult", "procedure", "discharge", "telephone", "other")
+SEVERITIES = ("mild", "moderate", "severe")
+CLINICAL_TABLES = (
+    "encounters",
+    "conditions",
+    "medication_requests",
+    "allergy_intolerances",
+    "observations",
+    "document_references",
+)
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def _in_list(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+@migration
+def m001_patients_and_encounters(db: Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE patients (
+            id TEXT PRIMARY KEY,
+            mrn TEXT,
+            family TEXT NOT NULL,
+            given TEXT NOT NULL,
+            name_key TEXT NOT NULL,          -- ' given family ', folded, for name search
+            birth_date TEXT,
+            sex TEXT CHECK (sex IN ('male', 'female', 'other', 'unknown')),
+            deceased_date TEXT,
+            phone TEXT,
+            address_line TEXT,
+            city TEXT,
+            state TEXT,
+            postal_code TEXT,
+            source TEXT NOT NULL CHECK (source IN ('demo', 'fhir', 'appliance')),
+            updated_at TEXT NOT NULL
+        )
+        """
+    )
+    db.execute("CREATE INDEX idx_patients_family ON patients (family)")
+    db.execute(
+        """
+        CREATE TABLE encounters (
+            id TEXT PRIMARY KEY,
+            patient_id TEXT NOT NULL REFERENCES patients (id),
+            status TEXT,
+            class_code TEXT,
+            type_display TEXT,
+            reason_display TEXT,
+            period_start TEXT NOT NULL,
+            period_end TEXT,
+            source TEXT NOT NULL
+        )
+        """
+    )
+
+
+@migration
+def m002_clinical_resources(db: Database) -> None:
+    # encounter_id is a soft reference (no foreign key): an imported record may point at an
+    # encounter that was not part of the import.
+    db.execute(
+        """
+        CREATE TABLE conditions (
+            id TEXT PRIMARY KEY,
+            patient_id TEXT NOT NULL REFERENCES patients (id),
+            encounter_id TEXT,
+            snomed_code TEXT,
+            display TEXT NOT NULL,
+            clinical_status TEXT NOT NULL CHECK (clinical_status IN
+                ('active', 'recurrence', 'relapse', 'inactive', 'remission', 'resolved')),
+            verification_status TEXT,
+            onset_date TEXT,
+            abatement_date TEXT,
+            recorded_date TEXT,
+            source TEXT NOT NULL
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE medication_requests (
+            id TEXT PRIMARY KEY,
+            patient_id TEXT NOT NULL REFERENCES patients (id),
+            encounter_id TEXT,
+            rxnorm_code TEXT,
+            medication_name TEXT NOT NULL,
+            dosage TEXT,
+            frequency TEXT,
+            status TEXT NOT NULL CHECK (status IN ('active', 'on-hold', 'cancelled',
+                'completed', 'entered-in-error', 'stopped', 'draft', 'unknown')),
+            intent TEXT NOT NULL DEFAULT 'order',
+            notes TEXT,
+            author TEXT,
+            authored_at TEXT NOT NULL,
+            source TEXT NOT NULL
+        )
+        """
+    )
+    db.execute(
+        f"""
+        CREATE TABLE allergy_intolerances (
+            id TEXT PRIMARY KEY,
+            patient_id TEXT NOT NULL REFERENCES patients (id),
+            substance TEXT NOT NULL,
+            substance_code TEXT,
+            substance_system TEXT,
+            category TEXT,
+            reaction TEXT,
+            severity TEXT CHECK (severity IN {_in_list(SEVERITIES)}),
+            clinical_status TEXT NOT NULL DEFAULT 'active'
+                CHECK (clinical_status IN ('active', 'inactive', 'resolved')),
+            author TEXT,
+            recorded_at TEXT NOT NULL,
+            source TEXT NOT NULL
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE observations (
+            id TEXT PRIMARY KEY,
+            patient_id TEXT NOT NULL REFERENCES patients (id),
+            encounter_id TEXT,
+            loinc_code TEXT,
+            display TEXT NOT NULL,
+            value_num REAL,
+            value_text TEXT,
+            unit TEXT,
+            ref_low REAL,
+            ref_high REAL,
+            interpretation TEXT CHECK (interpretation IN ('H', 'L', 'N')),
+            category TEXT NOT NULL CHECK (category IN ('laboratory', 'vital-signs')),
+            status TEXT,
+            effective_at TEXT NOT NULL,
+            source TEXT NOT NULL,
+            CHECK (value_num IS NOT NULL OR value_text IS NOT NULL)
+        )
+        """
+    )
+    db.execute(
+        f"""
+        CREATE TABLE document_references (
+            id TEXT PRIMARY KEY,
+            patient_id TEXT NOT NULL REFERENCES patients (id),
+            encounter_id TEXT,
+            note_type TEXT NOT NULL CHECK (note_type IN {_in_list(NOTE_TYPES)}),
+            title TEXT,
+            text TEXT NOT NULL,
+            author TEXT,
+            created_at TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'current',
+            source TEXT NOT NULL
+        )
+        """
+    )
+    for table in CLINICAL_TABLES:
+        db.execute(f"CREATE INDEX idx_{table}_patient ON {table} (patient_id)")
+    db.execute(
+        "CREATE INDEX idx_observations_code_time ON observations (patient_id, loinc_code, effective_at)"
+    )
+
+
+@migration
+def m003_audit_log(db: Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,         -- JSON object
+            result TEXT,                     -- JSON object, e.g. {"id": "<new record id>"}
+            outcome TEXT NOT NULL CHECK (outcome IN ('success', 'failure'))
+        )
+        """
+    )
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"""
+            CREATE TRIGGER audit_log_no_{event.lower()} BEFORE {event} ON audit_log
+            BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END
+            """
+        )
+
+
+def applied_migrations(db: Database) -> list[str]:
+    if "_migrations" not in db.table_names():
+        return []
+    return [r["name"] for r in db.query("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def migrate(db: Database) -> list[str]:
+    """Apply every pending migration; returns the names applied (empty when up to date)."""
+    if not db.memory:
+        db.enable_wal()  # persistent; must run outside a transaction
+    with write_transaction(db):
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        done = set(applied_migrations(db))
+        applied = []
+        for fn in MIGRATIONS:
+            if fn.__name__ in done:
+                continue
+            fn(db)
+            db["_migrations"].insert({"name": fn.__name__, "applied_at": now_iso()})
+            applied.append(fn.__name__)
+    return applied

@@ -1,0 +1,111 @@
+"""Checks applied to every clinician-entered field before a write.
+
+Invariant: a value that passes is stripped and plausible; a value that fails raises
+``InvalidField`` naming the field, with a reason that never repeats the value itself.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ehr_db.errors import InvalidField
+from ehr_db.migrations import NOTE_TYPES, SEVERITIES
+
+_NUMBER = r"\d+(?:[.,]\d+)?(?:\s*(?:-|to)\s*\d+(?:[.,]\d+)?)?"
+_FRACTION = r"\d+\s*/\s*\d+"
+_DOSE_UNIT = (
+    r"(?:mg|mcg|µg|ug|ng|g|kg|ml|l|units?|iu|meq|mmol|%|"
+    r"tablets?|tabs?|capsules?|caps?|puffs?|drops?|sprays?|patch(?:es)?|"
+    r"suppositor(?:y|ies)|sachets?|vials?|ampoules?|applications?|inhalations?|"
+    r"pumps?|lozenges?|teaspoons?|tsp|tablespoons?|tbsp)"
+)
+_PER = r"(?:\s*/\s*(?:kg|m2|m²|day|d|dose|hour|hr|h|min|ml|l)){0,2}"
+_ROUTE = (
+    r"(?:\s+(?:po|p\.o\.|by mouth|orally|oral|iv|im|sc|sq|subcut|subcutaneously|sublingual|sl|"
+    r"topical|topically|inhaled|intranasal|pr|rectally|vaginally))?"
+)
+DOSAGE_RE = re.compile(
+    rf"(?:{_FRACTION}|{_NUMBER})\s*{_DOSE_UNIT}\b{_PER}{_ROUTE}", re.IGNORECASE
+)
+
+_COUNT = r"(?:once|twice|thrice|three times|four times|five times|six times|[1-6]\s*(?:x|times))"
+_PERIOD = r"(?:daily|a day|per day|each day|weekly|a week|per week|monthly|a month|per month)"
+_INTERVAL = (
+    r"\d+(?:\s*(?:-|to)\s*\d+)?\s*"
+    r"(?:hours?|hrs?|h|days?|d|weeks?|wks?|wk|minutes?|mins?|months?)"
+)
+_BASE = "|".join(
+    (
+        rf"{_COUNT}\s+{_PERIOD}",
+        r"daily|weekly|monthly|nightly|hourly|fortnightly",
+        rf"every\s+(?:other\s+day|day|morning|evening|night|week|month|{_INTERVAL})",
+        rf"q\s*{_INTERVAL}",
+        r"q\.?d\.?|b\.?i\.?d\.?|t\.?i\.?d\.?|q\.?i\.?d\.?|qhs|qam|qpm|qod|qw|qwk|hs|stat",
+        r"once|one time|single dose",
+        r"prn|as needed|at bedtime|in the morning|in the evening|at night",
+        r"before meals|after meals|with meals",
+    )
+)
+_QUALIFIER = (
+    r"(?:\s+(?:prn|as needed(?:\s+for\s+[a-z][a-z ]{0,30})?|with (?:meals|food)|"
+    r"before (?:meals|breakfast|bedtime)|after meals|at bedtime|in the morning|"
+    r"in the evening|at night))*"
+)
+FREQUENCY_RE = re.compile(rf"(?:{_BASE}){_QUALIFIER}", re.IGNORECASE)
+
+
+def required_text(field: str, value: object, max_length: int) -> str:
+    """The value stripped; rejects non-strings, blanks and over-long values."""
+    if not isinstance(value, str):
+        raise InvalidField(field, "must be text")
+    text = value.strip()
+    if not text:
+        raise InvalidField(field, "must not be empty")
+    if len(text) > max_length:
+        raise InvalidField(field, f"must be at most {max_length} characters")
+    return text
+
+
+def optional_text(field: str, value: object, max_length: int) -> str | None:
+    """Like ``required_text`` but None or blank becomes None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return required_text(field, value, max_length)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).rstrip(".")
+
+
+def dosage(value: object) -> str:
+    """A dose with a number and a unit: '500 mg', '10 mg/kg', '1 tablet', '2 puffs'."""
+    text = required_text("dosage", value, 40)
+    if not DOSAGE_RE.fullmatch(_squash(text)):
+        raise InvalidField("dosage", "needs a number and a unit, for example '500 mg' or '1 tablet'")
+    return text
+
+
+def frequency(value: object) -> str:
+    """A dosing frequency: 'once daily', 'BID', 'every 8 hours', 'q6h', 'PRN', ..."""
+    text = required_text("frequency", value, 40)
+    if not FREQUENCY_RE.fullmatch(_squash(text)):
+        raise InvalidField(
+            "frequency", "is not a recognised frequency, for example 'once daily', 'BID' or 'every 8 hours'"
+        )
+    return text
+
+
+def severity(value: object) -> str | None:
+    """mild, moderate, severe, or None when not stated."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in SEVERITIES:
+        raise InvalidField("severity", "must be mild, moderate or severe (or left empty)")
+    return value.strip().lower()
+
+
+def note_type(value: object) -> str:
+    """One of the document types the record knows."""
+    if not isinstance(value, str) or value.strip().lower() not in NOTE_TYPES:
+        raise InvalidField("note_type", "must be one of " + ", ".join(NOTE_TYPES))
+    return value.strip().lower()

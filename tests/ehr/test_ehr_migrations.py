@@ -1,0 +1,97 @@
+"""Migrating a blank database yields the FHIR-aligned schema; migrating again is a no-op."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlite_utils import Database
+
+from ehr_db.db import connect
+from ehr_db.migrations import MIGRATIONS, applied_migrations, migrate
+
+EXPECTED_COLUMNS = {
+    "patients": {"id", "mrn", "family", "given", "name_key", "birth_date", "sex", "deceased_date",
+                 "source", "updated_at"},
+    "encounters": {"id", "patient_id", "status", "class_code", "period_start", "period_end"},
+    "conditions": {"id", "patient_id", "snomed_code", "display", "clinical_status", "onset_date"},
+    "medication_requests": {"id", "patient_id", "rxnorm_code", "medication_name", "dosage", "frequency",
+                            "status", "notes", "author", "authored_at"},
+    "allergy_intolerances": {"id", "patient_id", "substance", "substance_code", "reaction", "severity",
+                             "author", "recorded_at"},
+    "observations": {"id", "patient_id", "loinc_code", "display", "value_num", "value_text", "unit",
+                     "ref_low", "ref_high", "interpretation", "category", "effective_at"},
+    "document_references": {"id", "patient_id", "note_type", "text", "author", "created_at"},
+    "audit_log": {"id", "at", "actor", "tool", "arguments", "result", "outcome"},
+}
+
+
+@pytest.fixture
+def blank(tmp_path):
+    db = connect(tmp_path / "blank.sqlite")
+    yield db
+    db.close()
+
+
+def test_migrate_blank_database_creates_schema(blank: Database):
+    applied = migrate(blank)
+    assert applied == [fn.__name__ for fn in MIGRATIONS]
+    assert set(EXPECTED_COLUMNS) | {"_migrations"} <= set(blank.table_names())
+    for table, columns in EXPECTED_COLUMNS.items():
+        assert columns <= set(blank[table].columns_dict), table
+    assert blank["patients"].pks == ["id"]
+    assert blank.journal_mode == "wal"
+
+
+def test_migrate_twice_is_a_no_op(blank: Database):
+    migrate(blank)
+    schema = blank.schema
+    recorded = list(blank.query("SELECT * FROM _migrations"))
+    assert migrate(blank) == []
+    assert blank.schema == schema
+    assert list(blank.query("SELECT * FROM _migrations")) == recorded
+    assert applied_migrations(blank) == [fn.__name__ for fn in MIGRATIONS]
+
+
+def test_migration_names_are_unique_and_ordered():
+    names = [fn.__name__ for fn in MIGRATIONS]
+    assert len(set(names)) == len(names)
+    assert names == sorted(names)
+
+
+@pytest.mark.parametrize(
+    "table,row,message",
+    [
+        ("allergy_intolerances", {"severity": "extreme"}, "CHECK"),
+        ("observations", {"interpretation": "X"}, "CHECK"),
+        ("observations", {"category": "survey"}, "CHECK"),
+    ],
+)
+def test_check_constraints_reject_unknown_values(blank: Database, table, row, message):
+    migrate(blank)
+    blank["patients"].insert({"id": "abc-001", "family": "F", "given": "G", "name_key": " g f ",
+                              "source": "demo", "updated_at": "2026-01-01"})
+    base = {
+        "allergy_intolerances": {"id": "a1", "patient_id": "abc-001", "substance": "x", "recorded_at": "2026",
+                                 "source": "demo"},
+        "observations": {"id": "o1", "patient_id": "abc-001", "display": "x", "value_num": 1.0,
+                         "category": "laboratory", "effective_at": "2026", "source": "demo"},
+    }[table]
+    with pytest.raises(sqlite3.IntegrityError, match=message):
+        blank[table].insert({**base, **row})
+
+
+def test_foreign_key_requires_existing_patient(blank: Database):
+    migrate(blank)
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        blank["conditions"].insert({"id": "c1", "patient_id": "nobody", "display": "x",
+                                    "clinical_status": "active", "source": "demo"})
+
+
+@pytest.mark.parametrize("statement", ["UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log"])
+def test_audit_log_is_append_only(blank: Database, statement):
+    migrate(blank)
+    blank["audit_log"].insert({"at": "2026", "actor": "a", "tool": "t", "arguments": "{}", "outcome": "success"})
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        blank.execute(statement)
+    assert blank["audit_log"].count == 1
