@@ -31,7 +31,7 @@ SERVERS = ("ehr", "knowledge", "umls")
 
 def _result_payload(result: Any) -> dict | None:
     """The JSON object a tool returned (structured content, else the first text block)."""
-    structured = getattr(result, "structuredContent", None)
+    structured = getattr(result, "structured_content", None)
     if isinstance(structured, dict):
         if set(structured) == {"result"} and isinstance(structured["result"], (dict, list)):
             inner = structured["result"]
@@ -134,7 +134,7 @@ class MCPToolBox:
                 self._clients.pop(server, None)
                 kind = "timeout" if "timed out" in str(exc).lower() else "service_unavailable"
                 return ToolOutcome(error_type=kind, message=f"{type(exc).__name__} reaching the {server} server")
-        if getattr(result, "isError", False):
+        if getattr(result, "is_error", False):
             error_type, text = parse_tool_error(_error_text(result))
             return ToolOutcome(error_type=error_type, message=text)
         try:
@@ -151,10 +151,14 @@ class MCPToolBox:
         return self.call_server(server, tool, args, deadline)
 
     def ping(self, server: str, timeout: float = 5.0) -> bool:
-        """Whether a server answers (starting it if needed); for status displays."""
+        """Whether a server answers a tools listing (starting it if needed); for status displays.
+
+        A listing rather than MCP ping: fastmcp 4.1.2's servers answer ping with "Method not
+        found", and a listing also proves the server's tools loaded.
+        """
         async def _ping():
             client = await self._connected(server)
-            return await client.ping()
+            return bool(await client.list_tools())
 
         with self._lock:
             try:
