@@ -36,6 +36,10 @@ class GenerationCancelled(GenerationError):
     """The caller cancelled a generation."""
 
 
+class TurnCancelled(ApplianceError):
+    """The clinician cancelled a turn between nodes."""
+
+
 class ScriptError(ApplianceError):
     """A scripted-model file is malformed or ran out of replies."""
 

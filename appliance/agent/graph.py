@@ -30,7 +30,7 @@ from appliance.agent.nodes import (
 from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.agent.state import NODE_LABELS, AgentState, RouterDecision, TraceEvent
 from appliance.config import Settings
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, TurnCancelled
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.tools.base import Approver, ToolBox, deny_all
 
@@ -113,7 +113,7 @@ class Agent:
         node = "INPUT_ASSEMBLY"
         for _ in range(MAX_NODE_VISITS):
             if cancel is not None and cancel.is_set() and node != "SYNTHESIZE":
-                raise ApplianceError("the turn was cancelled")
+                raise TurnCancelled("the turn was cancelled")
             started = time.perf_counter()
             self.model.last_stats = None  # so a node that makes no model call reports none
             if node == "INPUT_ASSEMBLY":
