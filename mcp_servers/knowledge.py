@@ -1,0 +1,179 @@
+"""The local clinical-knowledge MCP server: drug safety, interactions, literature and trials.
+
+Invariants:
+- Every tool is read-only (``readOnlyHint``) and opens its own query-only SQLite connection,
+  so calls are safe from fastmcp's worker threads.
+- The database path is resolved lazily at the first call: ``configure(path)`` (tests, ``--db``)
+  or ``appliance.locations.knowledge_db_path()``. A missing database is built from the shipped
+  starter content (``ensure_database`` is idempotent).
+- The agent tools' parameters match ``contracts.ARG_SCHEMAS`` exactly (names, types, order).
+- Expected failures are ``ToolError("<error_type>: <text>")`` with clinician-safe text; anything
+  unexpected is masked by ``mask_error_details``. An unknown drug is ``drug_not_in_database``,
+  never an empty result.
+
+Run: ``python -m mcp_servers.knowledge [--db PATH] [--http HOST:PORT]`` (stdio by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Literal
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from pydantic import Field
+
+from mcp_servers import knowledge_queries as queries
+from mcp_servers.contracts import Name, tool_error_message
+from mcp_servers.knowledge_store import (
+    AmbiguousDrugName,
+    DrugNotFound,
+    RecordNotFound,
+    connect,
+    ensure_database,
+)
+
+mcp = FastMCP(
+    "knowledge",
+    instructions=(
+        "Local clinical reference: drug boxed warnings and contraindications, drug-drug "
+        "interactions, a small library of published studies, and a clinical-trial cache. "
+        "Records marked demo are starter content, not authoritative sources."
+    ),
+    mask_error_details=True,
+)
+
+READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+
+_db_path: Path | None = None
+_ready: set[Path] = set()
+_ready_lock = threading.Lock()
+
+
+def configure(db_path: Path | str | None) -> None:
+    """Point the server at a database file (``None``: the appliance default, resolved lazily)."""
+    global _db_path
+    _db_path = Path(db_path) if db_path is not None else None
+
+
+def _path() -> Path:
+    from appliance.locations import knowledge_db_path
+
+    return _db_path or knowledge_db_path()
+
+
+@contextmanager
+def _read() -> Iterator:
+    path = _path()
+    with _ready_lock:
+        if path not in _ready:
+            if not path.exists():
+                ensure_database(path)
+            _ready.add(path)
+    db = connect(path, read_only=True)
+    try:
+        yield db
+    except DrugNotFound as exc:
+        names = ", ".join(f"'{n}'" for n in exc.names)
+        raise ToolError(tool_error_message(
+            "drug_not_in_database",
+            f"{names} not found in the local drug database; no safety information is available for "
+            f"{'it' if len(exc.names) == 1 else 'them'} here (this does not mean it is safe)",
+        )) from None
+    except AmbiguousDrugName as exc:
+        raise ToolError(tool_error_message(
+            "ambiguous_drug_name", f"'{exc.name}' matches several drugs: {', '.join(exc.candidates)}; name the generic"
+        )) from None
+    except RecordNotFound as exc:
+        raise ToolError(tool_error_message("not_found", str(exc))) from None
+    finally:
+        db.close()
+
+
+@mcp.tool(annotations=READ_ONLY)
+def check_drug_safety(drug_name: Name) -> dict:
+    """Look up the boxed warning, contraindications and major warnings for one drug.
+
+    Accepts a generic or brand name (for example "warfarin" or "Coumadin"). Returns the generic
+    name, whether there is a boxed warning and its text, contraindications, major warnings and
+    the source of the information. Fails with drug_not_in_database when the drug is unknown.
+    """
+    with _read() as db:
+        return queries.drug_safety(db, drug_name)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def check_drug_interactions(
+    drug_names: Annotated[list[Name], Field(min_length=2, max_length=6, description="Two or more drug names")],
+) -> dict:
+    """Check two or more drugs against each other for known interactions.
+
+    Every pair is checked. Returns each interacting pair with severity (contraindicated, major,
+    moderate, minor), mechanism and management, plus names that were not recognised. An empty
+    interaction list means no known interaction among the recognised drugs.
+    """
+    with _read() as db:
+        return queries.check_interactions(db, drug_names)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def search_medical_literature(
+    query: Annotated[str, Field(min_length=1, max_length=120, description="Search query for medical literature")],
+) -> dict:
+    """Search the local library of published studies and reviews.
+
+    Returns the best-matching articles with title, journal, year, PMID and a short snippet.
+    Fails with not_found when nothing matches.
+    """
+    with _read() as db:
+        return queries.search_literature(db, query)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def find_clinical_trials(condition: Name, status: Literal["recruiting", "active", "completed"] | None) -> dict:
+    """Find clinical trials for a condition, ranked by relevance.
+
+    status: "recruiting" (open or about to open), "active" (ongoing: recruiting or running),
+    "completed", or null for any status. Returns NCT id, title, status, phase, conditions and
+    locations. Records marked demo_record are demonstration entries, not real studies.
+    """
+    with _read() as db:
+        return queries.find_trials(db, condition, status)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def get_trial_details(nct_id: Annotated[str, Field(min_length=1, max_length=20)]) -> dict:
+    """Get one trial's details: eligibility criteria text, minimum and maximum age, sex,
+    status, phase, interventions and locations. Fails with not_found for an unknown id."""
+    with _read() as db:
+        return queries.trial_details(db, nct_id)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def drug_vocabulary() -> dict:
+    """Every generic, brand and synonym drug name the database knows, sorted (for name matching)."""
+    with _read() as db:
+        names = queries.vocabulary(db)
+    return {"names": names, "count": len(names)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcp_servers.knowledge", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", help="knowledge database path (default: the appliance data home)")
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    args = parser.parse_args(argv)
+    if args.db:
+        configure(args.db)
+    if args.http:
+        host, _, port = args.http.rpartition(":")
+        mcp.run(transport="http", host=host or "127.0.0.1", port=int(port), show_banner=False)
+    else:
+        mcp.run(transport="stdio", show_banner=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Schema, migrations, ensure_database idempotency and the shipped starter content."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+from mcp_servers import knowledge_store as store
+from mcp_servers.knowledge_store import connect, ensure_database, lookup_keys, name_key, strip_salt
+
+# Drugs the brief requires, and whether each carries a boxed warning in its US label.
+REQUIRED_BOXED = {
+    "dofetilide": True, "amiodarone": True, "warfarin": True, "metformin": True, "amoxicillin": False,
+    "penicillin": False, "aspirin": False, "ibuprofen": True, "naproxen": True, "acetaminophen": False,
+    "lisinopril": True, "atorvastatin": False, "simvastatin": False, "amlodipine": False,
+    "clopidogrel": True, "digoxin": False, "levothyroxine": True, "sertraline": True, "fluoxetine": True,
+    "prednisone": False, "insulin glargine": False, "apixaban": True, "ciprofloxacin": True,
+    "clarithromycin": False, "fluconazole": False, "spironolactone": False, "furosemide": True,
+    "methotrexate": True, "tramadol": True, "oxycodone": True,
+}
+REQUIRED_PAIRS = [
+    ("warfarin", "aspirin"), ("warfarin", "ibuprofen"), ("aspirin", "ibuprofen"), ("warfarin", "amiodarone"),
+    ("warfarin", "fluconazole"), ("warfarin", "ciprofloxacin"), ("simvastatin", "clarithromycin"),
+    ("simvastatin", "amiodarone"), ("digoxin", "amiodarone"), ("lisinopril", "spironolactone"),
+    ("clopidogrel", "omeprazole"),
+]
+
+
+def dump(path) -> dict:
+    conn = sqlite3.connect(path)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE '%fts%'")]
+    return {t: sorted(map(repr, conn.execute(f"SELECT * FROM [{t}]"))) for t in tables}
+
+
+def test_blank_database_migrates_to_expected_schema(tmp_path):
+    db = connect(tmp_path / "blank.sqlite")
+    assert store.migrate(db) == ["m001_initial"]
+    assert store.migrate(db) == []
+    tables = set(db.table_names())
+    assert {"drugs", "drug_names", "interactions", "articles", "trials", "meta", "_migrations"} <= tables
+    assert {"articles_fts", "trials_fts"} <= tables
+    assert set(db["interactions"].pks) == {"drug_a", "drug_b"}
+    assert db["trials"].columns_dict.keys() >= {"eligibility_criteria", "minimum_age", "maximum_age", "sex", "demo", "locations"}
+
+
+def test_ensure_database_is_idempotent_and_uses_wal(tmp_path):
+    path = tmp_path / "k.sqlite"
+    messages: list[str] = []
+    ensure_database(path, progress=messages.append)
+    assert any("starter content loaded" in m for m in messages)
+    first = dump(path)
+    messages.clear()
+    ensure_database(path, progress=messages.append)
+    assert messages == ["starter content up to date"]
+    assert dump(path) == first
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_starter_reload_rewrites_nothing_when_content_is_unchanged(knowledge_db):
+    before = dump(knowledge_db)
+    db = connect(knowledge_db)
+    with db.conn:
+        db.execute("DELETE FROM meta WHERE key = 'starter_hash'")  # force a reload
+    db.close()
+    ensure_database(knowledge_db)
+    assert dump(knowledge_db) == {**before, "meta": dump(knowledge_db)["meta"]}
+
+
+def test_required_drugs_are_present_with_their_boxed_warning_status(knowledge_db):
+    db = connect(knowledge_db, read_only=True)
+    rows = {r["generic_name"]: r for r in db.query("SELECT * FROM drugs")}
+    for generic, boxed in REQUIRED_BOXED.items():
+        assert generic in rows, generic
+        assert bool(rows[generic]["boxed_warning"]) is boxed, generic
+        assert rows[generic]["demo"] == 1 and "verify against the current label" in rows[generic]["source"]
+        assert json.loads(rows[generic]["contraindications"]), generic
+    assert "creatinine clearance" in rows["dofetilide"]["boxed_warning"]
+    assert "3 days" in rows["dofetilide"]["boxed_warning"]
+    assert "CYP2C19" in rows["clopidogrel"]["boxed_warning"]
+    assert "weight loss" in rows["levothyroxine"]["boxed_warning"]
+    assert any("eGFR below 30" in c for c in json.loads(rows["metformin"]["contraindications"]))
+
+
+def test_required_interactions_exist_and_pairs_are_stored_once_in_order(knowledge_db):
+    db = connect(knowledge_db, read_only=True)
+    pairs = {(r[0], r[1]): r[2] for r in db.execute("SELECT drug_a, drug_b, severity FROM interactions")}
+    assert all(a < b for a, b in pairs)
+    assert all(severity in store.SEVERITIES for severity in pairs.values())
+    for a, b in REQUIRED_PAIRS:
+        assert tuple(sorted((a, b))) in pairs, (a, b)
+    assert pairs[("clarithromycin", "simvastatin")] == "contraindicated"
+    generics = {r[0] for r in db.execute("SELECT generic_name FROM drugs")}
+    assert {name for pair in pairs for name in pair} <= generics
+
+
+def test_starter_articles_and_trials_are_labelled(knowledge_db):
+    db = connect(knowledge_db, read_only=True)
+    articles = list(db.query("SELECT * FROM articles"))
+    assert len(articles) >= 20
+    assert all(a["pmid"].isdigit() and a["demo"] == 1 and "paraphrase" in a["source"] for a in articles)
+    trials = list(db.query("SELECT * FROM trials"))
+    demo = [t for t in trials if t["demo"]]
+    real = [t for t in trials if not t["demo"]]
+    assert len(demo) >= 8 and all(re.fullmatch(r"NCT-DEMO-\d{4}", t["nct_id"]) for t in demo)
+    assert all(t["title"].startswith("DEMO:") for t in demo)
+    assert len(real) == 126 and all(re.fullmatch(r"NCT\d{8}", t["nct_id"]) for t in real)
+    assert all("ClinicalTrials.gov" in t["source"] for t in real)
+    assert sum(1 for t in real if t["eligibility_criteria"]) == 12
+
+
+def test_name_normalisation():
+    assert name_key(" Tylenol® ") == "tylenol"
+    assert name_key("EC-Naprosyn") == "ec naprosyn"
+    assert strip_salt("warfarin sodium") == "warfarin"
+    assert strip_salt("magnesium sulfate") == "magnesium sulfate"
+    assert lookup_keys("Metformin HCl 500 mg tablets") == ["metformin hcl 500 mg tablets", "metformin hcl", "metformin"]
+    assert store.display_name("TOPROL-XL") == "Toprol-XL"
+    assert store.display_name("MOTRIN IB") == "Motrin IB"

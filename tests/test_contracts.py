@@ -1,0 +1,49 @@
+"""Every server exposes the agent's tools exactly as mcp_servers.contracts defines them."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+
+import pytest
+from fastmcp import Client
+
+from mcp_servers.contracts import ARG_SCHEMAS, TOOL_SERVERS
+
+SERVERS = sorted({s for s in TOOL_SERVERS.values() if s != "local"}) + ["umls"]
+
+
+def _normalise(prop: dict) -> dict:
+    """The parts of a property schema the agent relies on."""
+    keep = {k: prop[k] for k in ("type", "enum", "minLength", "maxLength", "minItems", "maxItems") if k in prop}
+    if "anyOf" in prop:
+        keep["anyOf"] = [_normalise(p) for p in prop["anyOf"]]
+    if "items" in prop:
+        keep["items"] = _normalise(prop["items"])
+    return keep
+
+
+async def _tools(server: str) -> dict:
+    module = importlib.import_module(f"mcp_servers.{server}")
+    async with Client(module.mcp) as client:
+        return {t.name: t for t in await client.list_tools()}
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_server_tools_match_the_contracts(server):
+    tools = asyncio.run(_tools(server))
+    expected = [name for name, s in TOOL_SERVERS.items() if s == server]
+    assert set(expected) <= set(tools), f"{server} lacks {set(expected) - set(tools)}"
+    for name in expected:
+        schema = tools[name].input_schema
+        contract = ARG_SCHEMAS[name].model_json_schema()
+        assert list(schema["properties"]) == list(contract["properties"]), name
+        assert sorted(schema.get("required", [])) == sorted(contract["required"]), name
+        for field, prop in contract["properties"].items():
+            assert _normalise(schema["properties"][field]) == _normalise(prop), f"{name}.{field}"
+
+
+@pytest.mark.parametrize("server", ["knowledge", "umls"])
+def test_drug_vocabulary_is_offered_for_the_agent_dictionary(server):
+    tools = asyncio.run(_tools(server))
+    assert "drug_vocabulary" in tools
