@@ -1,0 +1,68 @@
+"""``appliance <area> import``: bulk data into the data home's databases.
+
+Invariant: each importer is idempotent and returns a report whose ``summary()`` says what was
+imported, updated and skipped, and why; the databases are created first if missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from appliance import locations
+from appliance.errors import ApplianceError
+
+# (area, kind) -> (module, function, database path, ensure module)
+IMPORTERS = {
+    ("ehr", "fhir"): ("ehr_db.fhir_import", "import_fhir_bundle", locations.ehr_db_path, "ehr_db.setup"),
+    ("knowledge", "openfda"): ("mcp_servers.knowledge_import", "import_openfda_labels", locations.knowledge_db_path, "mcp_servers.knowledge_store"),
+    ("knowledge", "pubmed"): ("mcp_servers.knowledge_import", "import_pubmed_xml", locations.knowledge_db_path, "mcp_servers.knowledge_store"),
+    ("knowledge", "ctgov"): ("mcp_servers.knowledge_import", "import_ctgov_studies", locations.knowledge_db_path, "mcp_servers.knowledge_store"),
+    ("umls", "rrf"): ("mcp_servers.umls_import", "import_rrf", locations.umls_db_path, "mcp_servers.umls_store"),
+}
+
+
+class ImportFailed(ApplianceError):
+    """An import could not read its input."""
+
+
+def _progress_bar(message: str) -> None:
+    print(f"\r{message[:100]:100}", end="", flush=True)
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from ehr_db.errors import EhrError
+    from mcp_servers.knowledge_store import KnowledgeError
+
+    errors: list[type[BaseException]] = [ValueError, OSError, EhrError, KnowledgeError]
+    try:
+        from mcp_servers.umls_import import UmlsImportError
+
+        errors.append(UmlsImportError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def run_import(area: str, kind: str, path: Path) -> str:
+    try:
+        module, func, db_path_of, setup = IMPORTERS[(area, kind)]
+    except KeyError:
+        raise ImportFailed(f"no importer for {area} {kind}") from None
+    if not path.exists():
+        raise ImportFailed(f"{path} does not exist")
+    db_path = db_path_of()
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    importlib.import_module(setup).ensure_database(db_path)
+    importer = getattr(importlib.import_module(module), func)
+    try:
+        if area == "ehr":
+            report = importer(db_path, path)
+        elif area == "umls":
+            report = importer(db_path, path, progress=_progress_bar)
+        else:
+            report = importer(path, db_path=db_path, progress=_progress_bar)
+    except _expected_errors() as exc:  # the importers' own errors for unreadable input
+        raise ImportFailed(f"{area} import of {path} failed: {exc}") from None
+    print()
+    return report.summary()
