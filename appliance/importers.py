@@ -30,6 +30,13 @@ def _progress_bar(message: str) -> None:
     print(f"\r{message[:100]:100}", end="", flush=True)
 
 
+def _byte_bar(done: int, total: int) -> None:
+    """A text progress bar for imports of millions of rows."""
+    fraction = done / total if total else 1.0
+    filled = int(fraction * 40)
+    print(f"\r[{'#' * filled}{'.' * (40 - filled)}] {fraction:6.1%} of {total / 2**20:.1f} MiB", end="", flush=True)
+
+
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from ehr_db.errors import EhrError
     from mcp_servers.knowledge_store import KnowledgeError
@@ -59,7 +66,7 @@ def run_import(area: str, kind: str, path: Path) -> str:
         if area == "ehr":
             report = importer(db_path, path)
         elif area == "umls":
-            report = importer(db_path, path, progress=_progress_bar)
+            report = importer(db_path, path, byte_progress=_byte_bar)
         else:
             report = importer(path, db_path=db_path, progress=_progress_bar)
     except _expected_errors() as exc:  # the importers' own errors for unreadable input

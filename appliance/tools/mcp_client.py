@@ -27,6 +27,7 @@ from mcp_servers.contracts import TOOL_SERVERS, parse_tool_error
 
 log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
+INIT_TIMEOUT = 10.0  # a server that has not answered its handshake by then is reported down
 
 
 def _result_payload(result: Any) -> dict | None:
@@ -71,14 +72,14 @@ class MCPToolBox:
 
         url = self._env.get(f"APPLIANCE_MCP_{server.upper()}_URL")
         if url:
-            return Client(url, timeout=30)
+            return Client(url, timeout=30, init_timeout=INIT_TIMEOUT)
         logs = logs_dir()
         logs.mkdir(parents=True, exist_ok=True)
         transport = StdioTransport(
             sys.executable, ["-m", f"mcp_servers.{server}"], env=self._env, cwd=str(PROJECT_ROOT),
             log_file=logs / f"mcp-{server}.log",
         )
-        return Client(transport, timeout=30)
+        return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
 
     async def _connected(self, server: str):
         client = self._clients.get(server)
@@ -127,7 +128,7 @@ class MCPToolBox:
 
         with self._lock:
             try:
-                result = self._run(_call(), deadline + 15)  # first use also starts the server
+                result = self._run(_call(), deadline + INIT_TIMEOUT)  # first use also starts the server
             except TimeoutError:
                 return ToolOutcome(error_type="timeout", message=f"{tool} did not answer within {deadline:.0f} s")
             except Exception as exc:  # noqa: BLE001 - every transport failure becomes an outcome
@@ -162,7 +163,7 @@ class MCPToolBox:
 
         with self._lock:
             try:
-                return bool(self._run(_ping(), timeout + 15))
+                return bool(self._run(_ping(), timeout + INIT_TIMEOUT))
             except Exception:  # noqa: BLE001 - any failure means "not healthy"
                 self._clients.pop(server, None)
                 return False

@@ -1,0 +1,150 @@
+"""The cached-UMLS MCP server: concept search with CUI + SNOMED CT (+ RxNorm, LOINC) in one call.
+
+Invariants:
+- Every tool is read-only (``readOnlyHint``) and opens its own query-only SQLite connection,
+  so calls are safe from fastmcp's worker threads.
+- The database path is resolved lazily at the first call: ``configure(path)`` (tests, ``--db``)
+  or ``appliance.locations.umls_db_path()``. A missing database is built from the shipped
+  starter subset (``umls_store.ensure_database`` is idempotent).
+- ``concept_search`` returns both the CUI and the SNOMED CT code of each candidate (no separate
+  mapping call), with a score whose bands mean the same thing everywhere (see ``umls_store``).
+- Expected failures are ``ToolError("<error_type>: <text>")`` (``contracts.tool_error_message``):
+  ``invalid_args`` for an empty term, a bad CUI or max_results out of range, ``not_found`` when
+  nothing matches. Anything unexpected is masked by ``mask_error_details``.
+
+Run: ``python -m mcp_servers.umls [--db PATH] [--http HOST:PORT]`` (stdio by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from pydantic import Field
+
+from mcp_servers import umls_store as store
+from mcp_servers.contracts import tool_error_message
+
+mcp = FastMCP(
+    "umls",
+    instructions=(
+        "Local UMLS concept lookup. concept_search turns a clinical term, abbreviation or brand "
+        "name into ranked UMLS concepts, each with CUI, SNOMED CT code, RxNorm code where it has "
+        "one, semantic type and a match score (1.0 exact preferred name, 0.9 exact synonym)."
+    ),
+    mask_error_details=True,
+)
+
+READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+MAX_RESULTS_LIMIT = 25
+
+_db_path: Path | None = None
+_ready: set[Path] = set()
+_ready_lock = threading.Lock()
+
+
+def configure(db_path: Path | str | None) -> None:
+    """Point the server at a database file (``None``: the appliance default, resolved lazily)."""
+    global _db_path
+    _db_path = Path(db_path) if db_path is not None else None
+
+
+def _path() -> Path:
+    from appliance.locations import umls_db_path
+
+    return _db_path or umls_db_path()
+
+
+@contextmanager
+def _read() -> Iterator:
+    path = _path()
+    with _ready_lock:
+        if path not in _ready:
+            if not path.exists():
+                store.ensure_database(path)
+            _ready.add(path)
+    db = store.connect(path, read_only=True)
+    try:
+        yield db
+    except store.InvalidQuery as exc:
+        raise ToolError(tool_error_message("invalid_args", str(exc))) from None
+    except store.ConceptNotFound as exc:
+        raise ToolError(tool_error_message("not_found", f"no concept with CUI {exc} in the local UMLS cache")) from None
+    except store.NoMatch as exc:
+        raise ToolError(tool_error_message(
+            "not_found", f"no UMLS concept matches '{exc}'; try a synonym, the generic name or a broader term"
+        )) from None
+    finally:
+        db.close()
+
+
+@mcp.tool(annotations=READ_ONLY)
+def concept_search(
+    term: Annotated[str, Field(description="Clinical term, abbreviation or brand name, e.g. 'Tylenol', 'HTN'")],
+    max_results: Annotated[int, Field(description="How many candidates to return (1-25)")] = 5,
+) -> dict:
+    """Find UMLS concepts for a clinical term and return CUI and SNOMED CT code together.
+
+    Accepts preferred names, synonyms, abbreviations (HTN, MI, T2DM, COPD, AFib) and drug brand
+    names (Tylenol -> acetaminophen); a single typo is tolerated. Each candidate has cui, name,
+    snomed_code, rxnorm (drugs), loinc (lab tests), semantic_type, source vocabulary, the
+    matched_term and a score: 1.0 exact preferred name, 0.9 exact synonym/abbreviation/brand,
+    0.5-0.84 word or prefix match, below 0.5 typo-corrected match. Best candidate first.
+    Fails with not_found when nothing matches.
+    """
+    if not isinstance(max_results, int) or not 1 <= max_results <= MAX_RESULTS_LIMIT:
+        raise ToolError(tool_error_message("invalid_args", f"max_results must be between 1 and {MAX_RESULTS_LIMIT}"))
+    if len(term) > store.MAX_TERM_CHARS:
+        raise ToolError(tool_error_message("invalid_args", f"the term is longer than {store.MAX_TERM_CHARS} characters"))
+    with _read() as db:
+        candidates = store.search(db, term, max_results)
+    return {"term": term, "candidates": candidates, "count": len(candidates)}
+
+
+@mcp.tool(annotations=READ_ONLY)
+def get_concept(cui: Annotated[str, Field(description="UMLS CUI, e.g. C0020538")]) -> dict:
+    """Get one UMLS concept: preferred name, semantic types, codes (SNOMED CT, RxNorm, LOINC)
+    and every synonym with its source vocabulary. Fails with not_found for an unknown CUI."""
+    with _read() as db:
+        return store.get_concept(db, cui)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def get_semantic_type(cui: Annotated[str, Field(description="UMLS CUI, e.g. C0020538")]) -> dict:
+    """Get the semantic types (TUI and name, e.g. T047 Disease or Syndrome) of one UMLS concept,
+    and whether it is a drug. Fails with not_found for an unknown CUI."""
+    with _read() as db:
+        return store.semantic_types(db, cui)
+
+
+@mcp.tool(annotations=READ_ONLY)
+def drug_vocabulary() -> dict:
+    """Every preferred, synonym and brand name of the drug concepts (semantic types T121
+    Pharmacologic Substance, T195 Antibiotic, T200 Clinical Drug), sorted, for name matching."""
+    with _read() as db:
+        names = store.drug_names(db)
+    return {"names": names, "count": len(names)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcp_servers.umls", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", help="UMLS database path (default: the appliance data home)")
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    args = parser.parse_args(argv)
+    if args.db:
+        configure(args.db)
+    if args.http:
+        host, _, port = args.http.rpartition(":")
+        mcp.run(transport="http", host=host or "127.0.0.1", port=int(port), show_banner=False)
+    else:
+        mcp.run(transport="stdio", show_banner=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""The UMLS store: schema, shipped starter subset, anchors, search scoring and typo handling."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_servers import umls_store as store
+
+# (term, CUI, SNOMED CT, RxNorm) - identifiers checked against UMLS / SNOMED CT / RxNorm.
+ANCHORS = [
+    ("acetaminophen", "C0000970", "387517004", "161"),
+    ("hypertension", "C0020538", "38341003", None),
+    ("type 2 diabetes mellitus", "C0011860", "44054006", None),
+    ("myocardial infarction", "C0027051", "22298006", None),
+    ("asthma", "C0004096", "195967001", None),
+    ("atrial fibrillation", "C0004238", "49436004", None),
+    ("warfarin", "C0043031", "372756006", "11289"),
+    ("metformin", "C0025598", "372567009", "6809"),
+    ("aspirin", "C0004057", "387458008", "1191"),
+    ("heparin", "C0019134", "372877000", "5224"),
+    ("osteoarthritis", "C0029408", "396275006", None),
+    ("chronic kidney disease", "C1561643", "709044004", None),
+    ("pregnancy", "C0032961", "77386006", None),
+    ("amiodarone", "C0002598", "372821002", "703"),
+    ("amoxicillin", "C0002645", "372687004", "723"),
+    ("ibuprofen", "C0020740", "387207008", "5640"),
+]
+
+
+def test_blank_database_migrates_to_the_schema(tmp_path):
+    db = store.connect(tmp_path / "blank.sqlite")
+    assert store.migrate(db) == ["m001_initial"]
+    assert store.migrate(db) == []
+    tables = set(db.table_names())
+    assert {"concepts", "atoms", "semtypes", "words", "word_deletes", "atoms_fts", "meta", "_migrations"} <= tables
+    assert "snomed_code" in db["concepts"].columns_dict and "rxnorm" in db["concepts"].columns_dict
+
+
+def test_ensure_database_is_idempotent(tmp_path):
+    path = tmp_path / "umls.sqlite"
+    messages: list[str] = []
+    store.ensure_database(path, messages.append)
+    assert any("starter subset loaded" in m for m in messages)
+    db = store.connect(path)
+    before = db.execute("SELECT COUNT(*), MAX(id) FROM atoms").fetchone()
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+    messages.clear()
+    store.ensure_database(path, messages.append)
+    assert messages == ["UMLS starter subset up to date"]
+    db = store.connect(path)
+    assert db.execute("SELECT COUNT(*), MAX(id) FROM atoms").fetchone() == before
+
+
+def test_starter_subset_is_large_and_valid():
+    concepts = store.read_starter()
+    assert len(concepts) >= 300
+    assert len({c["cui"] for c in concepts}) == len(concepts)
+    drugs = [c for c in concepts if set(c["tuis"]) & set(store.DRUG_TUIS)]
+    assert len(drugs) >= 100 and sum(1 for d in drugs if d["rxnorm"]) >= 100
+
+
+def test_starter_validation_rejects_a_bad_cui(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    header = "cui\tname\ttuis\tsnomed\trxnorm\tloinc\tsynonyms\tabbreviations\tbrands\n"
+    bad.write_text(header + "X123\tThing\tT047\t\t\t\t\t\t\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="bad CUI"):
+        store.read_starter(bad)
+
+
+@pytest.mark.parametrize("term,cui,snomed,rxnorm", ANCHORS)
+def test_anchor_concepts(db, term, cui, snomed, rxnorm):
+    best = store.search(db, term, 1)[0]
+    assert (best["cui"], best["snomed_code"], best["rxnorm"]) == (cui, snomed, rxnorm)
+    assert best["score"] == 1.0 or best["match_type"] == "synonym"
+
+
+@pytest.mark.parametrize("term,cui", [
+    ("Tylenol", "C0000970"), ("HTN", "C0020538"), ("MI", "C0027051"), ("T2DM", "C0011860"),
+    ("COPD", "C0024117"), ("CKD", "C1561643"), ("AFib", "C0004238"), ("A-fib", "C0004238"),
+    ("Coumadin", "C0043031"), ("Glucophage", "C0025598"), ("paracetamol", "C0000970"),
+    ("heart attack", "C0027051"), ("HbA1c", "C0474680"),
+])
+def test_brands_abbreviations_and_synonyms_resolve(db, term, cui):
+    best = store.search(db, term, 5)[0]
+    assert best["cui"] == cui
+    assert best["score"] == 0.9 and best["match_type"] == "synonym"
+
+
+@pytest.mark.parametrize("typo,cui", [
+    ("hypertenson", "C0020538"), ("tylenl", "C0000970"), ("asthmaa", "C0004096"),
+    ("atrial fibrilation", "C0004238"), ("metfromin", "C0025598"), ("warfrin", "C0043031"),
+])
+def test_one_typo_resolves_with_the_lowest_score_band(db, typo, cui):
+    best = store.search(db, typo, 5)[0]
+    assert best["cui"] == cui
+    assert best["match_type"] == "fuzzy" and best["score"] < 0.5
+
+
+def test_score_bands_are_ordered(db):
+    preferred = store.search(db, "Hypertension", 1)[0]
+    synonym = store.search(db, "high blood pressure", 1)[0]
+    prefix = store.search(db, "hypertens", 1)[0]
+    fuzzy = store.search(db, "hypertenson", 1)[0]
+    assert [r["cui"] for r in (preferred, synonym, prefix, fuzzy)] == ["C0020538"] * 4
+    assert [r["match_type"] for r in (preferred, synonym, prefix, fuzzy)] == [
+        "preferred_name", "synonym", "word", "fuzzy"]
+    assert preferred["score"] == 1.0 > synonym["score"] == 0.9 > prefix["score"] >= 0.5 > fuzzy["score"]
+
+
+def test_results_are_sorted_and_limited(db):
+    results = store.search(db, "diabetes", 4)
+    assert len(results) == 4
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+    assert results[0]["cui"] == "C0011849"  # exact synonym beats word matches
+    assert {"C0011860", "C0011854", "C0085207"} & {r["cui"] for r in results[1:]}
+
+
+def test_word_matches_are_graded_by_coverage(db):
+    results = {r["cui"]: r["score"] for r in store.search(db, "heart failure", 5)}
+    assert results["C0018801"] == 1.0
+    assert results["C0018802"] < 1.0  # congestive heart failure: word match, lower
+
+
+def test_empty_and_unknown_terms(db):
+    with pytest.raises(store.InvalidQuery):
+        store.search(db, "  ?! ")
+    with pytest.raises(store.NoMatch):
+        store.search(db, "qqzzxxvv")
+
+
+def test_within_one_edit():
+    assert store.within_one_edit("warfarin", "warfrin")
+    assert store.within_one_edit("warfarin", "wrafarin")  # adjacent swap
+    assert store.within_one_edit("asthma", "asthmx")
+    assert not store.within_one_edit("asthma", "astmx")
+    assert not store.within_one_edit("heparin", "aspirin")
+
+
+def test_concept_details_and_semantic_types(db):
+    concept = store.get_concept(db, "c0000970")
+    assert concept["codes"] == {"snomed_code": "387517004", "rxnorm": "161", "loinc": None}
+    names = {s["name"]: s["term_type"] for s in concept["synonyms"]}
+    assert names["Tylenol"] == "BN" and names["APAP"] == "AB" and names["Paracetamol"] == "SY"
+    types = store.semantic_types(db, "C0020538")
+    assert types["semantic_types"] == [{"tui": "T047", "name": "Disease or Syndrome"}]
+    assert types["is_drug"] is False
+    with pytest.raises(store.ConceptNotFound):
+        store.get_concept(db, "C0000001")
+    with pytest.raises(store.InvalidQuery):
+        store.get_concept(db, "hypertension")
+
+
+def test_drug_names_hold_generics_brands_and_synonyms_only(db):
+    names = store.drug_names(db)
+    assert names == sorted(names, key=str.casefold)
+    for name in ("Acetaminophen", "Tylenol", "Paracetamol", "Warfarin", "Coumadin", "Metformin", "Amoxicillin"):
+        assert name in names
+    assert "Hypertension" not in names and "Asthma" not in names
