@@ -3,7 +3,9 @@
 Invariants:
 - Expected failures (``ApplianceError``) print one clear line to stderr and exit 2; they
   never print a traceback. Exit 1 means a smoke check failed.
-- With no subcommand it runs the main job: the interactive session.
+- With no subcommand it runs the main job: the clinic terminal (TUI) when stdin and stdout
+  are terminals, otherwise the line-based interactive session.
+- The TUI is imported only inside ``cmd_tui``, so the core never imports Textual.
 - Nothing here logs patient data: answers go to stdout only.
 """
 
@@ -104,6 +106,22 @@ def cmd_bench(args) -> int:
     return run_bench(_settings(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
 
 
+def cmd_tui(args) -> int:
+    from tui.app import run
+
+    settings = _settings(args)
+    script = load_script(args.script) if getattr(args, "script", None) else None
+    resume = getattr(args, "session", None) or ("latest" if getattr(args, "resume", False) else None)
+    return run(settings, script=script, resume=resume)
+
+
+def cmd_default(args) -> int:
+    """No subcommand: the TUI on a terminal, the line-based session otherwise (pipes, scripts)."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return cmd_tui(args)
+    return cmd_session(args)
+
+
 def cmd_import(args) -> int:
     from appliance.importers import run_import
 
@@ -145,6 +163,13 @@ def parser() -> argparse.ArgumentParser:
     session.add_argument("--patient", help="start with this patient open")
     session.set_defaults(func=cmd_session)
 
+    tui = sub.add_parser("tui", help="the clinic terminal (full-screen)")
+    tui.add_argument("--model", help="model profile")
+    tui.add_argument("--resume", action="store_true", help="reopen the most recent session")
+    tui.add_argument("--session", help="reopen this session ID")
+    tui.add_argument("--script", help="JSON file of scripted node outputs (as for ask --script)")
+    tui.set_defaults(func=cmd_tui)
+
     for area, kinds in (("ehr", ("fhir",)), ("umls", ("rrf",)), ("knowledge", ("openfda", "pubmed", "ctgov"))):
         ap = sub.add_parser(area, help=f"{area} data")
         asub = ap.add_subparsers(dest="action", required=True)
@@ -160,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    func = getattr(args, "func", None) or cmd_session
+    func = getattr(args, "func", None) or cmd_default
     try:
         return func(args)
     except ApplianceError as exc:
@@ -169,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

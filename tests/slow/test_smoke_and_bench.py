@@ -1,0 +1,42 @@
+"""The headless commands end to end: smoke on the real model and servers, and the bench's
+report shape (figures are printed, never asserted: targets live in the bench, not in tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(args: list[str], home: Path, timeout: int) -> subprocess.CompletedProcess:
+    env = {**os.environ, "APPLIANCE_HOME": str(home), "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_N_THREADS": "2"}
+    return subprocess.run([sys.executable, "-m", "appliance.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_smoke_passes_on_the_real_model(tmp_path):
+    proc = run(["smoke", "--json"], tmp_path, 900)
+    report = json.loads(proc.stdout)
+    failures = [r for r in report["rows"] if not r["ok"]]
+    assert proc.returncode == 0, failures
+    assert report["failed"] == 0 and report["passed"] == len(report["rows"]) >= 10
+    ask_user = next(r for r in report["rows"] if r["scenario"].startswith("3 matches"))
+    assert ask_user["path"][-1] == "SYNTHESIZE" and "ERROR_HANDLER" not in ask_user["path"]
+
+
+def test_bench_reports_every_figure_and_ratio(tmp_path):
+    proc = run(["bench", "--json", "--rounds", "2", "--repeats", "1"], tmp_path, 1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert set(report["paths_median_turn_s"]) == {"DIRECT", "SINGLE_TOOL", "MULTI_TOOL"}
+    assert {"INTENT_CLASSIFY", "TOOL_SELECT", "RESULT_CLASSIFY", "SYNTHESIZE"} <= set(report["nodes"])
+    for key in ("constrained_vs_unconstrained", "constrained_vs_llama_grammar", "prefill_vs_dynamic",
+                "outside_llama_fraction"):
+        assert isinstance(report["ratios"][key], float), key
+    assert report["raw"]["fast_total_s"] > 0 and report["raw"]["llama_grammar_total_s"] > 0
+    assert report["snapshots"]["bytes"] <= report["snapshots"]["limit_bytes"]
+    assert any(n["cache_hits"] > 0 for n in report["nodes"].values())

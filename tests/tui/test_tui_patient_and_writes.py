@@ -1,0 +1,167 @@
+"""Patient selection and write approval in the clinic terminal (Pilot, scripted agent)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from textual.widgets import Input, OptionList, TextArea
+
+from tests.tui.helpers import (
+    IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, ask, chart, good, intent,
+    make_app, ready, settle, texts, wait_until, write_script,
+)
+from tui.screens.approval import ApprovalScreen
+from tui.screens.patient_search import PatientSearchScreen
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+WRITE_TOOLS = list(WRITE_ARGS)
+
+
+def calls_of(toolbox, tool):
+    return [args for name, args in toolbox.calls if name == tool]
+
+
+async def open_approval(pilot, tool):
+    await ask(pilot, WRITE_QUESTIONS[tool])
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen), what="the approval dialog")
+    return pilot.app.screen
+
+
+def field_value(screen, name):
+    widget = screen.query_one(f"#arg-{name}")
+    return widget.text if isinstance(widget, TextArea) else widget.value
+
+
+async def test_selecting_a_patient_among_three_with_the_same_name(tmp_path):
+    script = {IC: [intent("get_patient_chart")], TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "pat-011"}],
+              RC: [good()], SY: ["James Wilson (1950): hypertension, on lisinopril."]}
+    tools = {"search_patient": [{"result": THREE_WILSONS}],
+             "get_patient_chart": [{"result": chart("pat-011", "James Wilson")}, {"result": chart("pat-011", "James Wilson")}]}
+    app, _, toolbox = make_app(tmp_path, script, tools)
+    seen = []
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        original = app.agent.run_turn
+        app.agent.run_turn = lambda q, **kw: (seen.append(kw), original(q, **kw))[1]
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: isinstance(app.screen, PatientSearchScreen), what="the search dialog")
+        await pilot.press(*"James Wilson", "enter")
+        options = app.screen.query_one(OptionList)
+        await wait_until(pilot, lambda: options.option_count == 3, what="three matches")
+        lines = [str(options.get_option_at_index(i).prompt) for i in range(3)]
+        assert all("James Wilson" in line for line in lines)
+        assert [f"born 19{40 + 10 * i}-06-01" in lines[i] for i in range(3)] == [True] * 3
+        await pilot.press("down", "enter")  # the second James Wilson
+        await settle(pilot)
+        assert app.patient_id == "pat-011"
+        body = str(app.main.patient.query_one("#patient-body").render())
+        assert body.index("ALLERGIES") < body.index("ACTIVE PROBLEMS") < body.index("MEDICATIONS")
+        assert "Penicillin" in body and "Essential hypertension" in body and "Hemoglobin A1c" in body
+        assert toolbox.calls[:2] == [("search_patient", {"name": "James Wilson"}),
+                                     ("get_patient_chart", {"patient_id": "pat-011"})]
+        await ask(pilot, "Review this patient's chart")
+        await settle(pilot)
+        assert seen[-1]["patient_id"] == "pat-011"
+        # the agent's call used the selected ID, which is grounded only because it was passed
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "pat-011"}] * 2
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        assert app.patient_id is None and app.main.patient.patient_id is None
+
+
+@pytest.mark.parametrize("tool", WRITE_TOOLS)
+async def test_a_write_runs_only_after_approve(tmp_path, tool):
+    tools = {tool: [{"result": {"id": "new-1", "status": "active"}}],
+             "get_patient_chart": [{"result": chart()}, {"result": chart(meds=("lisinopril", "metformin"))}]}
+    app, model, toolbox = make_app(tmp_path, write_script(tool, approved=True), tools)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app._set_patient("abc-123", "John Smith")
+        await settle(pilot)
+        screen = await open_approval(pilot, tool)
+        for name, value in WRITE_ARGS[tool].items():  # the exact arguments are shown
+            assert field_value(screen, name) == ("" if value is None else value)
+        assert calls_of(toolbox, tool) == []  # nothing written while the dialog is open
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
+        assert texts(app)[-1] == "Done: the record was updated."
+        assert model.pending() == {}
+        # after a successful write to the open patient, the chart is reloaded
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2
+
+
+@pytest.mark.parametrize("tool", WRITE_TOOLS)
+@pytest.mark.parametrize("key", ["ctrl+r", "escape"])
+async def test_a_rejected_write_never_runs(tmp_path, tool, key):
+    app, model, toolbox = make_app(tmp_path, write_script(tool, approved=False))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot, tool)
+        screen.query_one("#approval-reason", Input).value = "wrong patient"
+        await pilot.press(key)
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == []
+        assert texts(app)[-1] == "Nothing was written to the record."
+        execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
+        assert execute.output["error_type"] == "rejected_by_user"
+        assert model.pending() == {}
+
+
+async def test_an_edited_argument_is_revalidated(tmp_path):
+    tool = "add_allergy"
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True),
+                               {tool: [{"result": {"id": "new-1"}}]})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot, tool)
+        screen.query_one("#arg-severity", Input).value = "extreme"
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+        assert app.screen is screen  # refused: the dialog stays open with a message
+        error = str(screen.query_one("#approval-error").render())
+        assert "severity" in error and "Not approved" in error
+        assert calls_of(toolbox, tool) == []
+        screen.query_one("#arg-severity", Input).value = "severe"
+        screen.query_one("#arg-reaction", Input).value = "anaphylaxis"
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == [{**WRITE_ARGS[tool], "severity": "severe", "reaction": "anaphylaxis"}]
+
+
+async def test_an_edit_to_an_ungrounded_patient_is_refused_by_the_agent(tmp_path):
+    tool = "prescribe_medication"
+    script = write_script(tool, approved=True)
+    script[RC] = [{"quality": "error_fatal", "brief_summary": "Details missing."}]
+    app, _, toolbox = make_app(tmp_path, script)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot, tool)
+        screen.query_one("#arg-patient_id", Input).value = "xyz-999"  # valid shape, never given
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == []
+        execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
+        assert execute.output["error_type"] == "missing_required_args"
+
+
+async def test_quitting_during_approval_writes_nothing(tmp_path):
+    tool = "save_clinical_note"
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), {tool: [{"result": {"id": "n"}}]})
+    decided = threading.Event()
+    decisions = []
+
+    def recording(name, args):
+        decisions.append(app.bridge(name, args))
+        decided.set()
+        return decisions[-1]
+
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.agent.approver = recording
+        await open_approval(pilot, tool)
+        await pilot.press("ctrl+q")
+    assert decided.wait(10), "the worker never got a decision"
+    assert decisions[0].approved is False
+    assert calls_of(toolbox, tool) == []

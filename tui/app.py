@@ -1,0 +1,512 @@
+"""The clinic terminal app: state, workers and message handlers.
+
+Invariants:
+- The model load, tool start-up, health checks, chart loads and every agent turn run in
+  ``@work(thread=True)`` workers that only post messages (``tui.events``); the handlers here
+  own all state and are the only code that touches widgets.
+- One turn at a time, so llama.cpp is never called from two workers at once (the model also
+  holds its own lock). Questions asked while the model loads wait for it, visibly.
+- Errors from the model, tools or the session database become notices; none ends the app.
+- Writes to the record go through ``ApprovalBridge``: nothing is written without Approve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.screen import Screen
+
+from appliance.agent.nodes.input_assembly import DrugDictionary
+from appliance.config import Settings
+from appliance.errors import ApplianceError, GenerationCancelled
+from appliance.sessions import Session, SessionStore, SessionStoreError
+from appliance.tools.base import ToolOutcome
+from models.profiles import get_profile
+from mcp_servers.contracts import WRITE_TOOLS
+from tui import events
+from tui.actions import app_bindings
+from tui.approval import ApprovalBridge
+from tui.backend import (
+    ModelLoader, ToolsFactory, call_tool, close_quietly, ping_all, real_model_loader, real_tools_factory,
+)
+from tui.commands import ClinicCommands
+from tui.workers import Closing, Turn, abandonable
+from tui.screens.approval import ApprovalScreen
+from tui.screens.attach_image import AttachImageScreen
+from tui.screens.help import HelpScreen
+from tui.screens.main import MainScreen
+from tui.screens.patient_search import PatientSearchScreen
+from tui.screens.sessions import SessionsScreen
+from tui.widgets.question_input import QuestionInput
+from tui.widgets.status_bar import SERVERS
+
+log = logging.getLogger(__name__)
+CHART_DEADLINE = 10.0
+
+
+class ClinicApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "Offline clinical assistant"
+    COMMANDS = App.COMMANDS | {ClinicCommands}
+    BINDINGS = app_bindings()
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        model_loader: ModelLoader | None = None,
+        tools_factory: ToolsFactory | None = None,
+        sessions_path: Path | None = None,
+        resume: str | None = None,
+        cursor_blink: bool = True,
+        health_interval: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        self.profile = get_profile(self.settings.model)
+        self._model_loader = model_loader or real_model_loader
+        self._tools_factory = tools_factory or real_tools_factory
+        self._sessions_path = sessions_path
+        self._resume = resume  # a session id, or "latest"
+        self.cursor_blink = cursor_blink
+        self._health_interval = health_interval
+        self.main = MainScreen(self.profile.name, cursor_blink)
+        self.bridge = ApprovalBridge(self, ApprovalScreen)
+        self.model = None
+        self.tools = None
+        self._started_tools = None
+        self.drug_names: list[str] | None = None
+        self.agent = None
+        self.model_error: str | None = None
+        self.store: SessionStore | None = None
+        self.session: Session | None = None
+        self.history: list[tuple[str, str]] = []
+        self.patient_id: str | None = None
+        self.image_path: str | None = None
+        self.turn: Turn | None = None
+        self._turn_ids = 0
+        self.notices: list[tuple[str, str]] = []  # (severity, text), also shown as toasts
+        self._quitting = threading.Event()
+
+    # -- start-up ---------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        return self.main
+
+    def on_mount(self) -> None:
+        self.main.status.show_loading("starting")
+        self._load_model()
+        self._start_tools()
+        try:
+            self.store = SessionStore(self._sessions_path)
+        except SessionStoreError as exc:
+            self.notice(f"Sessions will not be saved: {exc}", "error")
+        if self._resume and self.store is not None:
+            target = self._resume
+            if target == "latest":
+                latest = self._store_call(self.store.latest_session)
+                target = latest.id if latest else None
+            if target:
+                self.resume_session(target)
+        if self._health_interval:
+            self.set_interval(self._health_interval, self._periodic_health)
+
+    @property
+    def image_analysable(self) -> bool:
+        mmproj = self.profile.mmproj_path()
+        return mmproj is not None and mmproj.exists()
+
+    def notice(self, text: str, severity: str = "information") -> None:
+        self.notices.append((severity, text))
+        self.notify(text, severity=severity, markup=False, timeout=8 if severity == "error" else 5)
+
+    @work(thread=True, group="model", exit_on_error=False)
+    def _load_model(self) -> None:
+        started = time.perf_counter()
+        self.post_message(events.ModelLoadProgress("verifying and loading the model file"))
+        try:
+            model = abandonable(self._quitting, self._model_loader, self.settings)
+        except Closing:
+            return
+        except ApplianceError as exc:
+            self.post_message(events.ModelLoadFailed(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - a third-party failure becomes a notice
+            log.exception("model load failed")
+            self.post_message(events.ModelLoadFailed(f"the model could not be loaded ({type(exc).__name__})"))
+            return
+        self.post_message(events.ModelLoaded(model, time.perf_counter() - started))
+
+    @work(thread=True, group="tools", exit_on_error=False)
+    def _start_tools(self) -> None:
+        try:
+            tools = abandonable(self._quitting, self._tools_factory)
+            self._started_tools = tools  # closed on exit even if the app never saw it
+            names = abandonable(self._quitting, tools.drug_names)
+        except Closing:
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.exception("tool start-up failed")
+            self.post_message(events.ToolsFailed(f"the clinical data services did not start ({type(exc).__name__})"))
+            return
+        self.post_message(events.ToolsReady(tools, names))
+        try:
+            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
+        except Closing:
+            return
+
+    def _periodic_health(self) -> None:
+        if self.tools is not None and self.turn is None and not self._quitting.is_set():
+            self._check_health(self.tools)
+
+    @work(thread=True, group="health", exclusive=True, exit_on_error=False)
+    def _check_health(self, tools) -> None:
+        try:
+            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
+        except Closing:
+            return
+
+    def on_model_load_progress(self, message: events.ModelLoadProgress) -> None:
+        self.main.status.show_loading(message.stage)
+
+    def on_model_loaded(self, message: events.ModelLoaded) -> None:
+        self.model = message.model
+        self.main.status.set_ready(message.seconds)
+        self._maybe_ready()
+
+    def on_model_load_failed(self, message: events.ModelLoadFailed) -> None:
+        self.model_error = message.message
+        self.main.status.set_failed()
+        self.notice(f"The model is not available: {message.message}", "error")
+        if self.turn is not None and not self.turn.started:
+            self._finish_failed(self.turn, message.message)
+
+    def on_tools_ready(self, message: events.ToolsReady) -> None:
+        self.tools, self.drug_names = message.tools, message.drug_names
+        if self.patient_id:
+            self._load_chart(self.patient_id)
+        self._maybe_ready()
+
+    def on_tools_failed(self, message: events.ToolsFailed) -> None:
+        self.main.status.set_health({s: False for s in SERVERS})
+        self.notice(message.message, "error")
+
+    def on_server_health(self, message: events.ServerHealth) -> None:
+        self.main.status.set_health(message.health)
+        down = [s for s, ok in message.health.items() if ok is False]
+        if down:
+            self.notice(f"Not answering: {', '.join(down)} server. Answers may lack that information.", "warning")
+
+    def _maybe_ready(self) -> None:
+        if self.agent is not None or self.model is None or self.drug_names is None:
+            return
+        from appliance.agent.graph import Agent
+
+        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugDictionary(self.drug_names))
+        if self.turn is not None and not self.turn.started:
+            self._start_turn(self.turn)
+
+    # -- turns ------------------------------------------------------------------------------
+    def on_question_input_asked(self, message: QuestionInput.Asked) -> None:
+        if self.turn is not None:
+            self.main.prompt.value = message.text
+            self.notice("An answer is still being written: wait for it, or press Escape to cancel it.", "warning")
+            return
+        if self.model_error:
+            self.main.prompt.value = message.text
+            self.notice(f"The model is not available: {self.model_error}", "error")
+            return
+        self.main.chat.add_question(message.text)
+        self._turn_ids += 1
+        waiting = self.agent is None
+        reply = self.main.chat.add_reply("Waiting for the model to finish loading…" if waiting else "Thinking…")
+        self.turn = Turn(self._turn_ids, message.text, reply, self.patient_id, self.image_path)
+        self.image_path = None
+        self.main.attachment.clear()
+        self.refresh_bindings()
+        if waiting:
+            self.notice("The model is still loading; your question will be answered as soon as it is ready.")
+        else:
+            self._start_turn(self.turn)
+
+    def _start_turn(self, turn: Turn) -> None:
+        turn.started = True
+        turn.reply.show("Thinking…")
+        self.bridge.cancel = turn.cancel
+        self.main.trace.start_turn(turn.id, turn.question)
+        self._run_turn(turn.id, turn.question, list(self.history), turn.patient_id, turn.image_path, turn.cancel)
+
+    @work(thread=True, group="turn", exit_on_error=False)
+    def _run_turn(self, turn_id: int, question: str, history: list, patient_id: str | None,
+                  image_path: str | None, cancel: threading.Event) -> None:
+        try:
+            result = abandonable(
+                self._quitting, self.agent.run_turn,
+                question, history=history, patient_id=patient_id, image_path=image_path,
+                on_event=lambda event: self.post_message(events.TurnTrace(turn_id, event)),
+                on_token=lambda piece: self.post_message(events.TurnToken(turn_id, piece)),
+                cancel=cancel,
+            )
+        except Closing:
+            return
+        except GenerationCancelled:
+            self.post_message(events.TurnFailed(turn_id, "cancelled", cancelled=True))
+        except ApplianceError as exc:
+            self.post_message(events.TurnFailed(turn_id, str(exc), cancelled=cancel.is_set()))
+        except Exception as exc:  # noqa: BLE001 - a third-party exception never crashes the terminal
+            log.exception("turn failed")
+            self.post_message(events.TurnFailed(turn_id, f"an unexpected {type(exc).__name__} occurred",
+                                                cancelled=cancel.is_set()))
+        else:
+            self.post_message(events.TurnFinished(turn_id, result))
+
+    def _current(self, turn_id: int) -> Turn | None:
+        return self.turn if self.turn is not None and self.turn.id == turn_id else None
+
+    def on_turn_token(self, message: events.TurnToken) -> None:
+        turn = self._current(message.turn_id)
+        if turn is not None and not turn.cancel.is_set():
+            turn.reply.append(message.text)
+            self.main.chat.scroll_to_latest()
+
+    def on_turn_trace(self, message: events.TurnTrace) -> None:
+        self.main.trace.add_event(message.turn_id, message.event)
+        stats = message.event.model_stats or {}
+        if stats.get("tokens_per_second"):
+            self.main.status.set_tokens_per_second(stats["tokens_per_second"])
+
+    def on_turn_finished(self, message: events.TurnFinished) -> None:
+        turn = self._current(message.turn_id)
+        if turn is None:
+            return
+        if turn.cancel.is_set():  # the scripted model stops quietly; treat it as the cancel it was
+            self._finish_cancelled(turn)
+            return
+        result = message.result
+        turn.reply.finish(result.response, result.kind)
+        self.main.trace.finish_turn(turn.id, "complete")
+        self._save(turn, result.response, result.kind, "complete", [e.to_dict() for e in result.trace])
+        self.history += [("user", turn.question), ("assistant", result.response)]
+        self._end_turn()
+        wrote = [c for c in result.tool_calls if c["tool"] in WRITE_TOOLS and not c.get("error_type")]
+        if wrote and self.patient_id and any(c["args"].get("patient_id") == self.patient_id for c in wrote):
+            self._load_chart(self.patient_id)
+
+    def on_turn_failed(self, message: events.TurnFailed) -> None:
+        turn = self._current(message.turn_id)
+        if turn is None:
+            return
+        if message.cancelled or turn.cancel.is_set():
+            self._finish_cancelled(turn)
+        else:
+            self._finish_failed(turn, message.message)
+
+    def _finish_cancelled(self, turn: Turn) -> None:
+        turn.reply.mark("cancelled", "cancelled by the clinician")
+        self.main.trace.finish_turn(turn.id, "cancelled")
+        self._save(turn, turn.reply.streamed or "(cancelled)", "answer", "cancelled", self._trace_of(turn))
+        self.notice("The answer was cancelled; it is not used as context for later questions.")
+        self._end_turn()
+
+    def _finish_failed(self, turn: Turn, text: str) -> None:
+        turn.reply.mark("failed", f"not answered: {text}")
+        self.main.trace.finish_turn(turn.id, "failed")
+        self._save(turn, f"(not answered: {text})", "notice", "failed", self._trace_of(turn))
+        self.notice(f"The question could not be answered: {text}", "error")
+        self._end_turn()
+
+    def _trace_of(self, turn: Turn) -> list[dict]:
+        return [e.to_dict() for e in self.main.trace.events(turn.id)]
+
+    def _end_turn(self) -> None:
+        self.turn = None
+        self.bridge.cancel = None
+        self.refresh_bindings()
+
+    def action_cancel_turn(self) -> None:
+        turn = self.turn
+        if turn is None:
+            return
+        turn.cancel.set()
+        if not turn.started:
+            self._finish_cancelled(turn)
+        else:
+            turn.reply.border_subtitle = "cancelling…"
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        """Hide keys that cannot act now, so the footer fits 80 columns with the ones that can."""
+        if action == "cancel_turn":
+            return self.turn is not None
+        if action in ("new_session", "sessions"):
+            return self.turn is None
+        if action == "close_patient":
+            return self.patient_id is not None
+        return True
+
+    # -- sessions ---------------------------------------------------------------------------
+    def _store_call(self, fn, *args, **kwargs):
+        if self.store is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except SessionStoreError as exc:
+            self.notice(f"Session storage problem: {exc}", "error")
+            return None
+
+    def _save(self, turn: Turn, reply: str, kind: str, status: str, trace: list[dict]) -> None:
+        if self.store is None:
+            return
+        if self.session is None:
+            self.session = self._store_call(self.store.create_session, model=self.profile.name,
+                                            patient_id=turn.patient_id)
+        if self.session is not None:
+            self._store_call(self.store.add_exchange, self.session.id, turn.question, reply, kind=kind,
+                             status=status, patient_id=turn.patient_id, trace=trace)
+
+    def action_new_session(self) -> None:
+        if self.turn is not None:
+            self.notice("Cancel the running answer first (Escape).", "warning")
+            return
+        self.session, self.history = None, []
+        self.main.chat.clear()
+        self.main.trace.clear_turns()
+        self._set_patient(None)
+        self.image_path = None
+        self.main.attachment.clear()
+        self.notice("New session started.")
+
+    def action_sessions(self) -> None:
+        if self.turn is not None:
+            self.notice("Cancel the running answer first (Escape).", "warning")
+            return
+        sessions = self._store_call(self.store.list_sessions) if self.store else None
+        if sessions is None:
+            self.notice("No saved sessions are available.", "warning")
+            return
+        self.push_screen(SessionsScreen(sessions), callback=lambda sid: sid and self.resume_session(sid))
+
+    def resume_session(self, session_id: str) -> None:
+        session = self._store_call(self.store.get_session, session_id)
+        messages = self._store_call(self.store.messages, session_id)
+        if session is None or messages is None:
+            return
+        self.session = session
+        self.history = [(m.role, m.text) for m in messages if m.status == "complete"]
+        self._turn_ids = self.main.show_stored(messages)
+        self._set_patient(session.patient_id, persist=False)
+        self.notice(f"Resumed: {session.title}")
+
+    # -- patient ----------------------------------------------------------------------------
+    def action_patient(self) -> None:
+        screen = PatientSearchScreen(self._search_patient, cursor_blink=self.cursor_blink)
+        self.push_screen(screen, callback=lambda match: match and self._set_patient(match["patient_id"], match.get("name")))
+
+    def _search_patient(self, name: str):
+        try:
+            return abandonable(self._quitting, call_tool, self.tools, "search_patient", {"name": name},
+                                self.settings.tool_deadline_seconds)
+        except Closing:
+            return ToolOutcome(error_type="service_unavailable", message="the terminal is closing")
+
+    def action_close_patient(self) -> None:
+        if self.patient_id:
+            self._set_patient(None)
+            self.notice("Patient closed.")
+
+    def _set_patient(self, patient_id: str | None, name: str | None = None, persist: bool = True) -> None:
+        self.patient_id = patient_id
+        self.refresh_bindings()
+        if patient_id is None:
+            self.main.patient.show_none()
+        else:
+            self.main.patient.show_loading(patient_id, name)
+            self._load_chart(patient_id)
+        if persist and self.session is not None:
+            self._store_call(self.store.set_patient, self.session.id, patient_id)
+
+    def _load_chart(self, patient_id: str) -> None:
+        if self.tools is not None:
+            self._fetch_chart(patient_id)
+
+    @work(thread=True, group="chart", exclusive=True, exit_on_error=False)
+    def _fetch_chart(self, patient_id: str) -> None:
+        try:
+            outcome = abandonable(self._quitting, call_tool, self.tools, "get_patient_chart",
+                                   {"patient_id": patient_id}, CHART_DEADLINE)
+        except Closing:
+            return
+        if outcome.ok:
+            self.post_message(events.ChartLoaded(patient_id, outcome.result or {}))
+        else:
+            self.post_message(events.ChartFailed(patient_id, outcome.message or outcome.error_type or "unknown error"))
+
+    def on_chart_loaded(self, message: events.ChartLoaded) -> None:
+        if message.patient_id == self.patient_id:
+            self.main.patient.show_chart(message.patient_id, message.chart)
+
+    def on_chart_failed(self, message: events.ChartFailed) -> None:
+        if message.patient_id == self.patient_id:
+            self.main.patient.show_problem(message.patient_id, message.message)
+            self.notice(f"The chart could not be loaded: {message.message}", "error")
+
+    # -- image, trace, help, quit ------------------------------------------------------------
+    def action_attach_image(self) -> None:
+        self.push_screen(AttachImageScreen(self.image_analysable, cursor_blink=self.cursor_blink),
+                         callback=self._attach)
+
+    def _attach(self, path: str | None) -> None:
+        if not path:
+            return
+        self.image_path = path
+        self.main.attachment.show_image(path, self.image_analysable)
+        if not self.image_analysable:
+            self.notice(f"Image analysis unavailable on this model ({self.profile.name} has no vision projector); "
+                        "the image will be noted but not analysed.", "warning")
+
+    def action_toggle_trace(self) -> None:
+        self.main.trace.display = not self.main.trace.display
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        self._shutdown_turns()
+        self.exit(0)
+
+    def _shutdown_turns(self) -> None:
+        self._quitting.set()
+        self.bridge.close()
+        if self.turn is not None:
+            self.turn.cancel.set()
+
+    async def on_unmount(self) -> None:
+        self._shutdown_turns()
+        closer = threading.Thread(target=self._close_tools, name="clinic-close", daemon=True)
+        closer.start()
+        deadline = time.monotonic() + 10  # a hung server must not hold the terminal open
+        while closer.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    def _close_tools(self) -> None:
+        tools = self.tools or self._started_tools
+        self.tools = self._started_tools = None
+        close_quietly(tools)
+
+
+def run(settings: Settings | None = None, *, script: dict | None = None, resume: str | None = None) -> int:
+    """Run the terminal in the current terminal; returns the exit code."""
+    loader = tools = None
+    if script is not None:
+        from tui.backend import scripted_backend
+
+        loader, tools = scripted_backend(script)
+    app = ClinicApp(settings, model_loader=loader, tools_factory=tools, resume=resume)
+    code = app.run()
+    app._shutdown_turns()
+    return code or 0

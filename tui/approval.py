@@ -1,0 +1,61 @@
+"""The agent's write approver for the terminal: called in the turn's worker thread, it shows
+the approval dialog on the UI thread and blocks until the clinician decides.
+
+Invariant: only an explicit Approve (with arguments that validate) lets a write run.
+Escape, Reject, a dialog that cannot be shown, a cancelled turn and the app closing are all
+rejections, so nothing is written unless the clinician said yes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from textual.app import App
+
+from appliance.tools.base import Approval
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.05
+
+
+class ApprovalBridge:
+    def __init__(self, app: App, make_screen: Callable[[str, dict], object]):
+        self._app = app
+        self._make_screen = make_screen
+        self._closed = threading.Event()
+        self.cancel: threading.Event | None = None  # the running turn's cancel flag
+
+    def close(self) -> None:
+        """The app is closing: every pending and future request is rejected."""
+        self._closed.set()
+
+    def _stopped(self) -> bool:
+        return self._closed.is_set() or (self.cancel is not None and self.cancel.is_set())
+
+    def __call__(self, tool: str, args: dict) -> Approval:
+        if self._stopped():
+            return Approval(False, args, "the turn was stopped before approval")
+        decided = threading.Event()
+        answer: list[Approval | None] = []
+
+        def on_result(result: Approval | None) -> None:
+            answer.append(result)
+            decided.set()
+
+        def show() -> None:
+            self._app.push_screen(self._make_screen(tool, dict(args)), callback=on_result)
+
+        try:
+            self._app.call_from_thread(show)
+        except Exception:  # noqa: BLE001 - no dialog means no approval
+            log.warning("the approval dialog could not be shown", exc_info=True)
+            return Approval(False, args, "the approval dialog could not be shown")
+        while not decided.wait(POLL_SECONDS):
+            if self._stopped():
+                return Approval(False, args, "the turn was stopped before approval")
+        result = answer[0] if answer else None
+        if not isinstance(result, Approval):
+            return Approval(False, args, "the clinician dismissed the approval")
+        return result

@@ -1,0 +1,92 @@
+"""How the terminal obtains its model and tools: the real ones from settings, or a scripted
+model (``appliance tui --script FILE``, same file format as ``ask --script``).
+
+Invariant: these factories run inside worker threads; they never touch widgets.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from appliance.config import Settings
+from appliance.tools.base import ToolOutcome
+from appliance.tools.scripted import ScriptedToolBox
+
+log = logging.getLogger(__name__)
+SERVERS = ("ehr", "knowledge", "umls")
+ModelLoader = Callable[[Settings], object]
+ToolsFactory = Callable[[], object]
+
+
+def real_model_loader(settings: Settings):
+    from appliance.runtime import load_model
+
+    return load_model(settings)
+
+
+def real_tools_factory():
+    from appliance.tools.mcp_client import MCPToolBox
+
+    return MCPToolBox()
+
+
+class ScriptedWithRealTools(ScriptedToolBox):
+    """Scripted outcomes first, then the real servers; health and shutdown go to the real ones."""
+
+    def __init__(self, scripted: dict, real, drug_names: list[str] | None = None):
+        super().__init__(scripted, real, drug_names)
+        self.real = real
+
+    def ping(self, server: str) -> bool:
+        return self.real.ping(server)
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def scripted_backend(script: dict) -> tuple[ModelLoader, ToolsFactory]:
+    from appliance.llm.fake import ScriptedModel
+
+    replies = {k: v for k, v in script.items() if k not in ("tools", "drug_names")}
+
+    def loader(settings: Settings):
+        return ScriptedModel(replies)
+
+    def tools():
+        return ScriptedWithRealTools(script.get("tools", {}), real_tools_factory(), script.get("drug_names"))
+
+    return loader, tools
+
+
+def call_tool(tools, tool: str, args: dict, deadline: float) -> ToolOutcome:
+    """A direct tool call from the terminal (patient search, chart); never raises."""
+    if tools is None:
+        return ToolOutcome(error_type="service_unavailable", message="the record service is still starting")
+    try:
+        return tools.call(tool, args, deadline)
+    except Exception as exc:  # noqa: BLE001 - becomes a notice
+        return ToolOutcome(error_type="server_error", message=f"the {tool} call failed ({type(exc).__name__})")
+
+
+def ping_all(tools) -> dict[str, bool | None]:
+    """Health of each MCP server: up, down, or unknown (a tool box without ``ping``)."""
+    ping = getattr(tools, "ping", None)
+    if ping is None:
+        return {s: None for s in SERVERS}
+    health: dict[str, bool | None] = {}
+    for server in SERVERS:
+        try:
+            health[server] = bool(ping(server))
+        except Exception:  # noqa: BLE001 - any failure means down
+            health[server] = False
+    return health
+
+
+def close_quietly(tools) -> None:
+    close = getattr(tools, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - shutdown must finish
+            log.debug("closing the tools failed", exc_info=True)

@@ -1,0 +1,95 @@
+"""Messages that worker threads post to the app. Workers never touch widgets; the app's
+handlers for these messages own all state (STYLE.md "The TUI").
+
+Invariant: every message that belongs to a turn carries its ``turn_id``, so a message from a
+turn the clinician already left (cancelled, new session) is recognised and dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from appliance.agent.state import TraceEvent
+
+
+class ModelLoadProgress(Message):
+    def __init__(self, stage: str) -> None:
+        super().__init__()
+        self.stage = stage
+
+
+class ModelLoaded(Message):
+    def __init__(self, model: Any, seconds: float) -> None:
+        super().__init__()
+        self.model = model
+        self.seconds = seconds
+
+
+class ModelLoadFailed(Message):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+
+class ToolsReady(Message):
+    def __init__(self, tools: Any, drug_names: list[str]) -> None:
+        super().__init__()
+        self.tools = tools
+        self.drug_names = drug_names
+
+
+class ToolsFailed(Message):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+
+class ServerHealth(Message):
+    def __init__(self, health: dict[str, bool | None]) -> None:
+        super().__init__()
+        self.health = health  # server -> up (True), down (False), unknown (None)
+
+
+class TurnToken(Message):
+    def __init__(self, turn_id: int, text: str) -> None:
+        super().__init__()
+        self.turn_id = turn_id
+        self.text = text
+
+
+class TurnTrace(Message):
+    def __init__(self, turn_id: int, event: TraceEvent) -> None:
+        super().__init__()
+        self.turn_id = turn_id
+        self.event = event
+
+
+class TurnFinished(Message):
+    def __init__(self, turn_id: int, result: Any) -> None:
+        super().__init__()
+        self.turn_id = turn_id
+        self.result = result
+
+
+class TurnFailed(Message):
+    def __init__(self, turn_id: int, message: str, cancelled: bool) -> None:
+        super().__init__()
+        self.turn_id = turn_id
+        self.message = message
+        self.cancelled = cancelled
+
+
+class ChartLoaded(Message):
+    def __init__(self, patient_id: str, chart: dict) -> None:
+        super().__init__()
+        self.patient_id = patient_id
+        self.chart = chart
+
+
+class ChartFailed(Message):
+    def __init__(self, patient_id: str, message: str) -> None:
+        super().__init__()
+        self.patient_id = patient_id
+        self.message = message

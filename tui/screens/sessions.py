@@ -1,0 +1,47 @@
+"""Pick a saved session to resume, most recent first."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from appliance.sessions import Session
+
+
+def session_line(session: Session) -> str:
+    when = session.updated_at[:16].replace("T", " ")
+    patient = f" · patient {session.patient_id}" if session.patient_id else ""
+    return f"{session.title} · {when} UTC · {session.message_count // 2} exchange(s){patient}"
+
+
+class SessionsScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "close", "Close")]
+
+    def __init__(self, sessions: list[Session]) -> None:
+        super().__init__()
+        self.sessions = sessions
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="sessions-dialog") as dialog:
+            dialog.border_title = "Resume a session - Enter opens, Escape closes"
+            if not self.sessions:
+                yield Static("No saved sessions yet.", id="sessions-empty")
+            yield OptionList(*(Option(session_line(s), id=s.id) for s in self.sessions), id="sessions-list")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if self.sessions:
+            options.highlighted = 0
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,91 @@
+"""The status line: model profile and load state (with progress while loading), tokens per
+second of the last generation, and the health of each MCP server.
+
+Invariant: state is shown in words as well as colour ("up", "down"), so it stays readable
+on a 16-colour console.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import ProgressBar, Static
+
+from tui.backend import SERVERS
+
+
+class StatusBar(Horizontal):
+    def __init__(self, profile: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.profile = profile
+        self.load_state = "loading"  # loading | ready | failed
+        self.load_detail = "starting"
+        self.tokens_per_second: float | None = None
+        self.health: dict[str, bool | None] = {s: None for s in SERVERS}
+        self._loading_since = time.monotonic()
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status-model")
+        yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="status-progress")
+        yield Static(id="status-rest")
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(0.2, self._tick)
+        self._render_all()
+
+    def _tick(self) -> None:
+        if self.load_state == "loading":
+            self._render_all()
+
+    def show_loading(self, detail: str) -> None:
+        self.load_state, self.load_detail = "loading", detail
+        self._render_all()
+
+    def set_ready(self, seconds: float) -> None:
+        self.load_state, self.load_detail = "ready", f"{seconds:.1f} s"
+        self._render_all()
+
+    def set_failed(self) -> None:
+        self.load_state, self.load_detail = "failed", ""
+        self._render_all()
+
+    def set_tokens_per_second(self, value: float) -> None:
+        self.tokens_per_second = value
+        self._render_all()
+
+    def set_health(self, health: dict[str, bool | None]) -> None:
+        self.health.update(health)
+        self._render_all()
+
+    def model_text(self) -> Text:
+        text = Text(self.profile, style="bold")
+        if self.load_state == "loading":
+            elapsed = time.monotonic() - self._loading_since
+            text.append(f" loading {elapsed:.1f} s", style="bold")
+        elif self.load_state == "ready":
+            text.append(" ready", style="bold green")
+        else:
+            text.append(" NOT LOADED", style="bold red")
+        return text
+
+    def rest_text(self) -> Text:
+        text = Text(" │ ")
+        tps = self.tokens_per_second
+        text.append(f"{tps:.1f} tok/s" if tps else "— tok/s")
+        text.append(" │")
+        for server in SERVERS:
+            state = self.health.get(server)
+            word, style = {True: ("up", "green"), False: ("DOWN", "bold red"), None: ("?", "")}[state]
+            text.append(f" {server}:")
+            text.append(word, style=style)
+        return text
+
+    def _render_all(self) -> None:
+        if not self.children:  # not composed yet; on_mount renders
+            return
+        self.query_one("#status-model", Static).update(self.model_text())
+        self.query_one("#status-progress", ProgressBar).display = self.load_state == "loading"
+        self.query_one("#status-rest", Static).update(self.rest_text())
