@@ -11,6 +11,7 @@ from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
 from appliance.tools.scripted import ScriptedToolBox
+from mcp_servers.contracts import TOOL_LABELS
 
 IA, IC, TS, TE, RC, DR, EH, SY = (
     "INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",
@@ -245,6 +246,7 @@ def test_no_upfront_plan_and_no_llm_sufficiency_or_ask_user_calls():
 @pytest.mark.parametrize("raw,expected_absent", [
     ("Per [check_drug_safety], dofetilide needs ECG monitoring.", "check_drug_safety"),
     ("The get_patient_chart tool shows hypertension.", "get_patient_chart"),
+    ("See check_drug_safety_info and xsearch_patient2 for more.", "check_drug_safety"),
 ])
 def test_synthesis_never_leaks_tool_names(raw, expected_absent):
     result, _, _ = run("Check FDA warnings for dofetilide",
@@ -252,6 +254,7 @@ def test_synthesis_never_leaks_tool_names(raw, expected_absent):
                         RC: [good()], SY: [raw]},
                        {"check_drug_safety": [{"result": SAFETY}]})
     assert expected_absent not in result.response
+    assert not any(name in result.response for name in TOOL_LABELS)
     assert "Drug Safety Report" in result.response or "Patient Record" in result.response
 
 

@@ -31,11 +31,13 @@ SYSTEM_PROMPT = """You are a clinical decision-support assistant. Answer the cli
 BRIEF_PREFIX = "Include only the most critical findings.\n\n"
 BRIEF_TOOLS = {"check_drug_safety", "search_medical_literature"}
 
-_TOOL_NAME_RE = re.compile(r"\[?\b(" + "|".join(TOOL_LABELS) + r")\b\]?")
+# Substring match on purpose: a name glued to other word characters ("check_drug_safety_v2")
+# is still a leak. Labels contain spaces, so a replacement can never match again.
+_TOOL_NAME_RE = re.compile(r"\[?(" + "|".join(TOOL_LABELS) + r")\]?")
 
 
 def scrub_internal_names(text: str) -> str:
-    """Replace any internal tool name with its clinical label."""
+    """Replace every occurrence of an internal tool name with its clinical label."""
     return _TOOL_NAME_RE.sub(lambda m: TOOL_LABELS[m.group(1)], text)
 
 
@@ -85,5 +87,5 @@ def run(
     answer = scrub_internal_names(text).strip()
     fallback = not answer
     if fallback:
-        answer = fallback_answer(state)
+        answer = scrub_internal_names(fallback_answer(state))
     return {"final_response": answer}, {"kind": "answer", "fallback_used": fallback, "characters": len(answer)}
