@@ -176,7 +176,7 @@ def run_smoke(settings: Settings, as_json: bool = False) -> int:
     else:
         print(f"{'scenario':24} {'kind':7} {'ok':4} {'secs':>6}  path / problem")
         for r in rows:
-            path = " > ".join(n.split("_")[0][:6] for n in r["path"])
+            path = " ".join("".join(w[0] for w in n.split("_")) for n in r["path"])  # IA IC TS TE RC DR EH SY
             print(f"{r['scenario']:24} {r['kind']:7} {'yes' if r['ok'] else 'NO':4} {r.get('seconds', 0):6.1f}  {r['problem'] or path}")
         print(f"smoke: {len(rows) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
