@@ -17,7 +17,6 @@ class Settings(BaseSettings):
     model_path: str | None = Field(None, description="Absolute path of the GGUF, overriding the profile's file.")
     model_sha256: str | None = Field(None, description="Expected sha256 of model_path, when the operator knows it.")
     n_threads: int | None = Field(None, description="llama.cpp threads; default: all cores.")
-    user: str = Field("clinician", description="Who is recorded as the author of EHR writes.")
     tool_deadline_seconds: float = Field(10.0, description="Deadline for one MCP tool call (seed 002 §4).")
     max_steps: int = Field(4, description="Tool-loop iterations per turn before synthesis (seed 002 §11).")
     max_retries: int = Field(2, description="Retries of one tool before it is skipped (seed 002 §11).")
