@@ -5,8 +5,9 @@ Invariants:
   decisions (intent, tool, arguments, result label) may be overridden *after* the real call
   returns; the time is the real call's.
 - The comparison runs the same captured node calls through the fast decoder, llama-cpp-python's
-  grammar path and unconstrained decoding of the same output length, each from an empty
-  context, so prefill is equal and only decoding differs.
+  grammar path and unconstrained decoding of the same output length, each starting from the
+  state a node call has inside a turn (the node's static prefix in the KV cache, nothing
+  else), so prefill is equal and only decoding differs.
 - It prints figures and ratios; it asserts nothing (targets live in the issue and the README).
 """
 
@@ -111,22 +112,25 @@ def run_turns(model, tools, settings: Settings, rounds: int):
 
 
 def compare_decoders(model, calls: list[Recorded], repeats: int) -> list[dict]:
+    from appliance.llm.llama import split_static
+
     rows = []
     for rec in calls:
         messages, schema, temperature, max_tokens = rec.call
+        static, _ = split_static(messages)
         times = defaultdict(list)
         tokens = 0
         for _ in range(repeats):
-            model.cache.clear()
+            model.cache.start_from_static(static)
             t = time.perf_counter()
             model.generate_constrained(rec.node, messages, schema, temperature=temperature, max_tokens=max_tokens, decoder="fast")
             times["fast"].append(time.perf_counter() - t)
             tokens = model.last_stats.completion_tokens
-            model.cache.clear()
+            model.cache.start_from_static(static)
             t = time.perf_counter()
             model.generate_free(rec.node, messages, temperature=0.0, max_tokens=tokens, ignore_eog=True)
             times["unconstrained"].append(time.perf_counter() - t)
-            model.cache.clear()
+            model.cache.start_from_static(static)
             t = time.perf_counter()
             try:
                 model.generate_constrained(rec.node, messages, schema, temperature=temperature,
@@ -142,7 +146,7 @@ def compare_decoders(model, calls: list[Recorded], repeats: int) -> list[dict]:
     return rows
 
 
-def summarize(turns, comparison, model) -> dict:
+def summarize(turns, comparison, model, snapshots: dict) -> dict:
     later = [t for t in turns if t["round"] > 0] or turns
     per_node = defaultdict(list)
     for t in turns:
@@ -179,8 +183,7 @@ def summarize(turns, comparison, model) -> dict:
                 "llama_grammar_total_s": round(sum(grammar), 3), "prefill_tokens_after_first_round": prefill,
                 "dynamic_tokens_after_first_round": dynamic,
                 "outside_fraction_per_turn": [round(x, 3) for x in outside]},
-        "snapshots": {"count": model.cache.snapshot_count, "bytes": model.cache.snapshot_bytes,
-                      "limit_bytes": model.cache.max_bytes},
+        "snapshots": snapshots,
         "ratios": ratios,
     }
 
@@ -212,13 +215,15 @@ def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeat
         model = load_model(settings)
         with MCPToolBox(env={"APPLIANCE_HOME": home}) as tools:
             turns = run_turns(model, tools, settings, rounds)
+        snapshots = {"count": model.cache.snapshot_count, "bytes": model.cache.snapshot_bytes,
+                     "limit_bytes": model.cache.max_bytes}
         first = {}
         for t in turns:
             for c in t["calls"]:
                 if c.call is not None:
                     first.setdefault((c.node, c.schema), c)
         comparison = compare_decoders(model, list(first.values()), repeats)
-    report = summarize(turns, comparison, model)
+    report = summarize(turns, comparison, model, snapshots)
     if as_json:
         print(json.dumps(report, indent=2))
     else:

@@ -101,6 +101,10 @@ def cmd_session(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.what == "tools":
+        from appliance.bench_tools import run_tool_bench
+
+        return run_tool_bench(n=args.calls, concepts=args.concepts, as_json=args.json)
     from appliance.bench import run_bench
 
     return run_bench(_settings(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
@@ -151,8 +155,12 @@ def parser() -> argparse.ArgumentParser:
     smoke.add_argument("--json", action="store_true")
     smoke.set_defaults(func=cmd_smoke)
 
-    bench = sub.add_parser("bench", help="decoding and turn figures with ratios (prints, asserts nothing)")
+    bench = sub.add_parser("bench", help="figures and ratios (prints, asserts nothing)")
+    bench.add_argument("what", nargs="?", choices=("decoding", "tools"), default="decoding",
+                       help="decoding: model calls and turns (default); tools: MCP tool latency over stdio")
     bench.add_argument("--model", help="model profile")
+    bench.add_argument("--calls", type=int, default=50, help="tools: calls per tool")
+    bench.add_argument("--concepts", type=int, default=100_000, help="tools: size of the synthetic UMLS database")
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--rounds", type=int, default=3, help="turns per path")
     bench.add_argument("--repeats", type=int, default=3, help="repeats per decoder comparison")

@@ -84,6 +84,15 @@ class PrefixCache:
         self.lib.llama_memory_seq_rm(self.lib.llama_get_memory(self.ctx), -1, -1, -1)
         self.llm.n_tokens = 0
 
+    def start_from_static(self, static: str) -> None:
+        """Leave exactly the static prefix in the cache (evaluated once, then from its
+        snapshot): the state a node call starts from inside a turn."""
+        s_tokens = self.tokenize(static, bos=True)
+        if not self._restore(static):
+            self.truncate(0)
+            self.eval(s_tokens)
+            self._save(static, s_tokens)
+
     # -- snapshots ----------------------------------------------------------------------
     def _save(self, key: str, tokens: list[int]) -> None:
         size = self.lib.llama_state_seq_get_size(self.ctx, 0)

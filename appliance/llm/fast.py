@@ -185,13 +185,7 @@ class SchemaDecoder:
             accepted = self._accept(first, count, min_len, remaining)
             if accepted is None:
                 self.stats.fallbacks += 1
-                mask = t.safe & (t.lengths <= remaining)
-                if count == 0:
-                    mask &= ~t.leading_space
-                candidates = np.flatnonzero(mask)
-                if count >= min_len:
-                    candidates = np.concatenate([candidates, t.closers])
-                first = self._pick(logits, candidates)
+                first = self._fallback(logits, count, min_len, remaining)
                 accepted = self._accept(first, count, min_len, remaining)
             kind, piece = accepted
             if kind == "close":
@@ -206,6 +200,22 @@ class SchemaDecoder:
         self.out.append(body)
         self.literal('"')
         return body
+
+    def _fallback(self, logits: np.ndarray, count: int, min_len: int, remaining: int) -> int:
+        """The best allowed token when the first choice was rejected: one masked pass."""
+        t = self.t
+        mask = t.safe & (t.lengths <= remaining)
+        if count == 0:
+            mask &= ~t.leading_space
+        masked = np.where(mask, logits, -np.inf)
+        if count >= min_len:
+            masked[t.closers] = logits[t.closers]
+        if self.temperature <= 0:
+            return int(np.argmax(masked))
+        k = min(40, len(masked))
+        top = np.argpartition(masked, -k)[-k:]
+        top = top[np.isfinite(masked[top])]
+        return self._pick(masked, top)
 
     def _accept(self, token: int, count: int, min_len: int, remaining: int):
         """("char", piece) to take the token, ("close", before-quote) to end, or None."""

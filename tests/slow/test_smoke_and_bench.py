@@ -40,3 +40,15 @@ def test_bench_reports_every_figure_and_ratio(tmp_path):
     assert report["raw"]["fast_total_s"] > 0 and report["raw"]["llama_grammar_total_s"] > 0
     assert report["snapshots"]["bytes"] <= report["snapshots"]["limit_bytes"]
     assert any(n["cache_hits"] > 0 for n in report["nodes"].values())
+
+
+def test_tool_bench_reports_p50_and_p95_for_every_tool(tmp_path):
+    proc = run(["bench", "tools", "--json", "--calls", "3", "--concepts", "2000"], tmp_path, 600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    from mcp_servers.contracts import TOOL_SERVERS
+
+    served = {t for t, s in TOOL_SERVERS.items() if s != "local"}
+    assert served <= set(report["tools"])
+    for figures in list(report["tools"].values()) + [report["concept_search_100k"][k] for k in ("exact", "prefix", "typo")]:
+        assert figures["n"] == 3 and 0 < figures["p50_ms"] <= figures["p95_ms"]
