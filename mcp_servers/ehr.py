@@ -17,7 +17,6 @@ Run: ``python -m mcp_servers.ehr [--db PATH] [--http HOST:PORT]`` (stdio by defa
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sqlite3
@@ -36,6 +35,7 @@ from pydantic import ValidationError as PydanticValidationError
 from appliance import locations
 from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository
+from mcp_servers._serve import serve
 from mcp_servers.contracts import Name, PatientId, ShortText, tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr")
@@ -230,21 +230,9 @@ def save_clinical_note(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mcp_servers.ehr", description=__doc__.split("\n")[0])
-    parser.add_argument("--db", type=Path, help="EHR SQLite file (default: the appliance data home)")
-    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    args = parser.parse_args(argv)
-    if args.db is not None:
-        configure(args.db)
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        if not host or not port.isdigit():
-            parser.error("--http needs HOST:PORT, for example 127.0.0.1:8765")
-        mcp.run(transport="http", host=host, port=int(port), show_banner=False)
-    else:
-        mcp.run(transport="stdio", show_banner=False)
+def main(argv: list[str] | None = None) -> int:
+    return serve(mcp, argv, name="ehr", doc=__doc__, configure=configure)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,13 +16,14 @@ Run: ``python -m mcp_servers.knowledge [--db PATH] [--http HOST:PORT]`` (stdio b
 
 from __future__ import annotations
 
-import argparse
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Iterator, Literal
 
 from fastmcp import FastMCP
+
+from appliance.locations import knowledge_db_path
+from mcp_servers._serve import LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
@@ -48,31 +49,17 @@ mcp = FastMCP(
 
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 
-_db_path: Path | None = None
-_ready: set[Path] = set()
-_ready_lock = threading.Lock()
+_db = LazyDatabase(knowledge_db_path, ensure_database)
 
 
 def configure(db_path: Path | str | None) -> None:
     """Point the server at a database file (``None``: the appliance default, resolved lazily)."""
-    global _db_path
-    _db_path = Path(db_path) if db_path is not None else None
-
-
-def _path() -> Path:
-    from appliance.locations import knowledge_db_path
-
-    return _db_path or knowledge_db_path()
+    _db.configure(db_path)
 
 
 @contextmanager
 def _read() -> Iterator:
-    path = _path()
-    with _ready_lock:
-        if path not in _ready:
-            if not path.exists():
-                ensure_database(path)
-            _ready.add(path)
+    path = _db.ready()
     db = connect(path, read_only=True)
     try:
         yield db
@@ -161,18 +148,7 @@ def drug_vocabulary() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mcp_servers.knowledge", description=__doc__.splitlines()[0])
-    parser.add_argument("--db", help="knowledge database path (default: the appliance data home)")
-    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    args = parser.parse_args(argv)
-    if args.db:
-        configure(args.db)
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        mcp.run(transport="http", host=host or "127.0.0.1", port=int(port), show_banner=False)
-    else:
-        mcp.run(transport="stdio", show_banner=False)
-    return 0
+    return serve(mcp, argv, name="knowledge", doc=__doc__, configure=configure)
 
 
 if __name__ == "__main__":

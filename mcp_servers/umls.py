@@ -17,13 +17,14 @@ Run: ``python -m mcp_servers.umls [--db PATH] [--http HOST:PORT]`` (stdio by def
 
 from __future__ import annotations
 
-import argparse
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Iterator
 
 from fastmcp import FastMCP
+
+from appliance.locations import umls_db_path
+from mcp_servers._serve import LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
@@ -43,31 +44,17 @@ mcp = FastMCP(
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 MAX_RESULTS_LIMIT = 25
 
-_db_path: Path | None = None
-_ready: set[Path] = set()
-_ready_lock = threading.Lock()
+_db = LazyDatabase(umls_db_path, store.ensure_database)
 
 
 def configure(db_path: Path | str | None) -> None:
     """Point the server at a database file (``None``: the appliance default, resolved lazily)."""
-    global _db_path
-    _db_path = Path(db_path) if db_path is not None else None
-
-
-def _path() -> Path:
-    from appliance.locations import umls_db_path
-
-    return _db_path or umls_db_path()
+    _db.configure(db_path)
 
 
 @contextmanager
 def _read() -> Iterator:
-    path = _path()
-    with _ready_lock:
-        if path not in _ready:
-            if not path.exists():
-                store.ensure_database(path)
-            _ready.add(path)
+    path = _db.ready()
     db = store.connect(path, read_only=True)
     try:
         yield db
@@ -132,18 +119,7 @@ def drug_vocabulary() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mcp_servers.umls", description=__doc__.splitlines()[0])
-    parser.add_argument("--db", help="UMLS database path (default: the appliance data home)")
-    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    args = parser.parse_args(argv)
-    if args.db:
-        configure(args.db)
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        mcp.run(transport="http", host=host or "127.0.0.1", port=int(port), show_banner=False)
-    else:
-        mcp.run(transport="stdio", show_banner=False)
-    return 0
+    return serve(mcp, argv, name="umls", doc=__doc__, configure=configure)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,6 @@ class SchemaDecoder:
 
     def string_body(self, min_len: int, max_len: int) -> str:
         """The characters of a string after its opening quote, then the closing quote."""
-        t = self.t
         text: list[str] = []
         count = 0
         while True:

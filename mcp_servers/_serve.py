@@ -1,0 +1,59 @@
+"""What every server module shares: where its database is, and its command line.
+
+Invariants:
+- A server's database path is resolved at first use (``configure`` override, else the data
+  home), so importing a server module touches no file; a missing database is built once per
+  process by the store's own ``ensure_database``.
+- ``serve`` runs stdio by default or streamable HTTP with ``--http HOST:PORT``; a malformed
+  address is a usage error, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from pathlib import Path
+from typing import Callable
+
+
+class LazyDatabase:
+    def __init__(self, default: Callable[[], Path], ensure: Callable[[Path], None]):
+        self._default = default
+        self._ensure = ensure
+        self._override: Path | None = None
+        self._ready: set[Path] = set()
+        self._lock = threading.Lock()
+
+    def configure(self, path: Path | str | None) -> None:
+        self._override = Path(path) if path is not None else None
+
+    @property
+    def path(self) -> Path:
+        return self._override or self._default()
+
+    def ready(self) -> Path:
+        """The path, after building the database if it does not exist yet."""
+        path = self.path
+        with self._lock:
+            if path not in self._ready:
+                if not path.exists():
+                    self._ensure(path)
+                self._ready.add(path)
+        return path
+
+
+def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callable[[Path], None]) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m mcp_servers.{name}", description=doc.strip().splitlines()[0])
+    parser.add_argument("--db", type=Path, help="database file (default: the appliance data home)")
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    args = parser.parse_args(argv)
+    if args.db is not None:
+        configure(args.db)
+    if args.http:
+        host, _, port = args.http.rpartition(":")
+        if not host or not port.isdigit():
+            parser.error("--http needs HOST:PORT, for example 127.0.0.1:8765")
+        mcp.run(transport="http", host=host, port=int(port), show_banner=False)
+    else:
+        mcp.run(transport="stdio", show_banner=False)
+    return 0
