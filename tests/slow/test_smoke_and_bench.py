@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,6 +20,7 @@ def run(args: list[str], home: Path, timeout: int) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.timeout(960)
 def test_smoke_passes_on_the_real_model(tmp_path):
     proc = run(["smoke", "--json"], tmp_path, 900)
     report = json.loads(proc.stdout)
@@ -28,6 +31,7 @@ def test_smoke_passes_on_the_real_model(tmp_path):
     assert ask_user["path"][-1] == "SYNTHESIZE" and "ERROR_HANDLER" not in ask_user["path"]
 
 
+@pytest.mark.timeout(1560)
 def test_bench_reports_every_figure_and_ratio(tmp_path):
     proc = run(["bench", "--json", "--rounds", "2", "--repeats", "1"], tmp_path, 1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -42,6 +46,7 @@ def test_bench_reports_every_figure_and_ratio(tmp_path):
     assert any(n["cache_hits"] > 0 for n in report["nodes"].values())
 
 
+@pytest.mark.timeout(660)
 def test_tool_bench_reports_p50_and_p95_for_every_tool(tmp_path):
     proc = run(["bench", "tools", "--json", "--calls", "3", "--concepts", "2000"], tmp_path, 600)
     assert proc.returncode == 0, proc.stderr[-3000:]
