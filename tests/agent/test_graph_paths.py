@@ -258,6 +258,20 @@ def test_synthesis_never_leaks_tool_names(raw, expected_absent):
     assert "Drug Safety Report" in result.response or "Patient Record" in result.response
 
 
+@pytest.mark.parametrize("raw", [
+    "Per [check_drug_safety], dofetilide needs ECG monitoring.",
+    "See check_drug_safety_info and xsearch_patient2 for more.",
+])
+def test_streamed_pieces_never_leak_tool_names_and_add_up_to_the_answer(raw):
+    pieces: list[str] = []
+    result, _, _ = run("Check FDA warnings for dofetilide",
+                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
+                        RC: [good()], SY: [raw]},
+                       {"check_drug_safety": [{"result": SAFETY}]}, on_token=pieces.append)
+    assert not any(name in piece for piece in pieces for name in TOOL_LABELS)
+    assert "".join(pieces).strip() == result.response
+
+
 def test_empty_synthesis_falls_back_to_findings():
     result, _, _ = run("Check FDA warnings for dofetilide",
                        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],

@@ -6,7 +6,8 @@ Invariants:
 - A clarification (ask_user) is code's question, returned verbatim without a model call, so
   the list of candidate patients can never be invented.
 - The answer is never empty and never names a tool: internal names are replaced by their
-  clinical labels, and an empty generation falls back to the pre-formatted findings.
+  clinical labels (in the streamed pieces too), and an empty generation falls back to the
+  pre-formatted findings.
 """
 
 from __future__ import annotations
@@ -39,6 +40,45 @@ _TOOL_NAME_RE = re.compile(r"\[?(" + "|".join(TOOL_LABELS) + r")\]?")
 def scrub_internal_names(text: str) -> str:
     """Replace every occurrence of an internal tool name with its clinical label."""
     return _TOOL_NAME_RE.sub(lambda m: TOOL_LABELS[m.group(1)], text)
+
+
+class ScrubbedStream:
+    """Passes streamed pieces on with internal names replaced, as the final answer will be.
+
+    A piece can end part-way into a tool name ("check_dr"), so the tail that could still grow
+    into a name is held back until the next piece decides it; ``flush`` releases the rest.
+    """
+
+    def __init__(self, on_token: TokenCallback):
+        self.on_token = on_token
+        self.pending = ""
+
+    def __call__(self, piece: str) -> None:
+        text = self.pending + piece
+        hold = _partial_name_suffix(text)
+        self.pending = text[len(text) - hold:]
+        if len(text) > hold:
+            self.on_token(scrub_internal_names(text[: len(text) - hold]))
+
+    def flush(self) -> None:
+        if self.pending:
+            text, self.pending = scrub_internal_names(self.pending), ""
+            self.on_token(text)
+
+
+def _partial_name_suffix(text: str) -> int:
+    """Length of the longest tail of ``text`` that could still grow into a bracketed name."""
+    for size in range(min(len(text), _LONGEST_FORM - 1), 0, -1):
+        tail = text[-size:]
+        if any(form.startswith(tail) and form != tail for form in _NAME_FORMS):
+            return size
+    return 0
+
+
+# A name may be followed by "]", which the replacement swallows, so a complete name at the end
+# of a piece is held back too until the next piece shows what follows it.
+_NAME_FORMS = [form for name in TOOL_LABELS for form in (name + "]", "[" + name + "]")]
+_LONGEST_FORM = max(map(len, _NAME_FORMS))
 
 
 def user_message(state: AgentState) -> str:
@@ -81,9 +121,14 @@ def run(
     for role, text in state.conversation_history:
         messages.append(Message("user" if role == "user" else "assistant", text))
     messages.append(Message("user", user_message(state)))
-    text = model.generate_free(
-        "SYNTHESIZE", messages, temperature=TEMPERATURE, max_tokens=MAX_TOKENS, on_token=on_token, cancel=cancel
-    )
+    stream = ScrubbedStream(on_token) if on_token else None
+    try:
+        text = model.generate_free(
+            "SYNTHESIZE", messages, temperature=TEMPERATURE, max_tokens=MAX_TOKENS, on_token=stream, cancel=cancel
+        )
+    finally:
+        if stream:
+            stream.flush()
     answer = scrub_internal_names(text).strip()
     fallback = not answer
     if fallback:
