@@ -32,10 +32,38 @@ from models.profiles import ModelProfile
 from models.verify import verify_model_file
 
 
+_GGML_LOG_ERROR, _GGML_LOG_CONT = 4, 5  # ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
+_log_callback = None  # kept referenced: llama.cpp holds only the C pointer
+
+
+def _quiet_llama_logs(llama_cpp) -> None:
+    """Let only llama.cpp errors reach stderr.
+
+    llama-cpp-python 0.3.36 maps an older ggml level enum, so with ``verbose=False`` it still
+    prints warnings (such as the SWA-cache notice at every load) into the clinician's terminal.
+    """
+    global _log_callback
+    if _log_callback is None:
+        import sys
+
+        printing = [False]  # a CONT piece continues the previous message
+
+        @llama_cpp.llama_log_callback
+        def callback(level, text, user_data):
+            if level != _GGML_LOG_CONT:
+                printing[0] = level == _GGML_LOG_ERROR
+            if printing[0]:
+                sys.stderr.write(text.decode("utf-8", "replace"))
+
+        _log_callback = callback
+        llama_cpp.llama_log_set(_log_callback, None)
+
+
 def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
     """Open a verified GGUF with llama.cpp (imported here: it is heavy and optional for fakes)."""
     import llama_cpp
 
+    _quiet_llama_logs(llama_cpp)
     try:
         return llama_cpp.Llama(
             model_path=str(path),

@@ -137,3 +137,17 @@ def test_free_generation_streams_and_can_be_cancelled(model):
         model.generate_free("SYNTHESIZE", [Message("user", "Define asthma in detail.")], temperature=0.0,
                             max_tokens=64, on_token=stop_after_three, cancel=cancel)
     assert 3 <= len(seen) < 64
+
+
+def test_loading_the_model_prints_nothing_into_the_terminal():
+    code = textwrap.dedent("""
+        from appliance.llm.llama import LlamaModel
+        from models.assemble import assemble_default_model
+        from models.profiles import get_profile
+        LlamaModel(get_profile("gemma3-270m"), assemble_default_model(), n_threads=2)
+        print("loaded")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "loaded"
+    assert proc.stderr == ""
