@@ -25,6 +25,7 @@ from textual.screen import Screen
 from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationCancelled
+from appliance.llm.llama import LlamaModel
 from appliance.sessions import Session, SessionStore, SessionStoreError
 from appliance.tools.base import ToolOutcome
 from models.profiles import get_profile
@@ -118,8 +119,13 @@ class ClinicApp(App[int]):
 
     @property
     def image_analysable(self) -> bool:
+        """True only when the runtime can run this profile's vision projector.
+
+        The in-process runtime does not run projectors yet (``LlamaModel.VISION``), so even a
+        placed mmproj file must not make the terminal promise an analysis the agent cannot do.
+        """
         mmproj = self.profile.mmproj_path()
-        return mmproj is not None and mmproj.exists()
+        return LlamaModel.VISION and mmproj is not None and mmproj.exists()
 
     def notice(self, text: str, severity: str = "information") -> None:
         self.notices.append((severity, text))
@@ -465,7 +471,7 @@ class ClinicApp(App[int]):
         self.image_path = path
         self.main.attachment.show_image(path, self.image_analysable)
         if not self.image_analysable:
-            self.notice(f"Image analysis unavailable on this model ({self.profile.name} has no vision projector); "
+            self.notice(f"Image analysis is unavailable on this model ({self.profile.name}); "
                         "the image will be noted but not analysed.", "warning")
 
     def action_toggle_trace(self) -> None:

@@ -79,6 +79,10 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
 class LlamaModel:
     """A loaded GGUF behind the LanguageModel interface."""
 
+    # Vision projectors (a profile's mmproj) are not run yet: analyze_medical_image reports
+    # itself unavailable and the terminal says so, whatever files are placed.
+    VISION = False
+
     def __init__(
         self, profile: ModelProfile, path: Path, *, sha256: str | None = None, n_threads: int | None = None,
         decoder: str = "fast", snapshot_bytes: int = 256 << 20,
