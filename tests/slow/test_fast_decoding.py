@@ -13,7 +13,7 @@ import pytest
 
 from appliance.agent.nodes.common import token_budget
 from appliance.agent.schemas import LLM_SCHEMAS
-from appliance.llm.grammar import accepts
+from appliance.llm.grammar import accepts, max_output_chars
 from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message
 from mcp_servers.contracts import ARG_SCHEMAS
@@ -42,7 +42,18 @@ def prompts(n: int):
         yield [Message("system", system), Message("user", f"{verb} {obj} (case {i})")], (0.0 if i % 2 == 0 else 0.7)
 
 
-@pytest.mark.parametrize("schema", list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values()), ids=lambda s: s.__name__)
+def _hang_guard(schema) -> float:
+    """Seconds before the property test of ``schema`` counts as hung: the schema's longest
+    output at one character per token and 10 tokens a second (several times slower than a
+    2-core laptop), per sample. The base model often runs a free string to its limit, one
+    character per token (ClinicalNoteArgs: ~1,500 tokens, ~24 s a call here)."""
+    return 60 + SAMPLES * (2 + max_output_chars(schema) / 10)
+
+
+@pytest.mark.parametrize("schema", [
+    pytest.param(schema, id=schema.__name__, marks=pytest.mark.timeout(_hang_guard(schema)))
+    for schema in list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values())
+])
 def test_every_fast_output_is_in_the_grammar_language(model, schema):
     budget = token_budget(schema, 64)
     for messages, temperature in prompts(SAMPLES):
