@@ -1,0 +1,133 @@
+"""Each MCP server over real transports, as any MCP client would use it: a stdio subprocess
+(how the agent starts it) and streamable HTTP on localhost (a clinic sharing one server)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+from fastmcp.exceptions import ToolError
+
+from ehr_db.setup import ensure_database as ensure_ehr
+from mcp_servers.contracts import parse_tool_error
+from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+from mcp_servers.umls_store import ensure_database as ensure_umls
+
+PROJECT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_USER": "transport-test"}
+
+
+async def _error_type(client: Client, tool: str, args: dict) -> str:
+    with pytest.raises(ToolError) as exc:
+        await client.call_tool(tool, args)
+    return parse_tool_error(str(exc.value))[0]
+
+
+async def _ehr(client: Client) -> None:
+    assert {t.name for t in await client.list_tools()} == {
+        "search_patient", "get_patient_chart", "prescribe_medication", "add_allergy", "save_clinical_note"}
+    found = (await client.call_tool("search_patient", {"name": "Maria Garcia"})).data
+    pid = found["matches"][0]["patient_id"]
+    chart = (await client.call_tool("get_patient_chart", {"patient_id": pid})).data
+    assert chart["patient"]["name"] == "Maria Garcia"
+    written = (await client.call_tool("prescribe_medication", {
+        "patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
+        "frequency": "twice daily", "notes": None})).data
+    assert written["author"] == "transport-test"
+    assert await _error_type(client, "get_patient_chart", {"patient_id": "zzz-999"}) == "patient_not_found"
+
+
+async def _umls(client: Client) -> None:
+    assert {t.name for t in await client.list_tools()} == {
+        "concept_search", "get_concept", "get_semantic_type", "drug_vocabulary"}
+    found = (await client.call_tool("concept_search", {"term": "acetaminophen", "max_results": 3})).data
+    best = found["candidates"][0]
+    assert (best["cui"], best["snomed_code"], best["score"]) == ("C0000970", "387517004", 1.0)
+    concept = (await client.call_tool("get_concept", {"cui": "C0019134"})).data
+    assert concept["name"] == "Heparin" and concept["codes"]["rxnorm"] == "5224"
+    assert await _error_type(client, "concept_search", {"term": "qqzzxxvv"}) == "not_found"
+
+
+async def _knowledge(client: Client) -> None:
+    safety = await client.call_tool("check_drug_safety", {"drug_name": "Tylenol"})
+    assert safety.structured_content["drug"] == "acetaminophen"
+    pair = await client.call_tool("check_drug_interactions", {"drug_names": ["warfarin", "Advil"]})
+    assert pair.structured_content["interactions"][0]["severity"] == "major"
+    trials = await client.call_tool("find_clinical_trials", {"condition": "atrial fibrillation", "status": "active"})
+    assert trials.structured_content["trials"][0]["nct_id"] == "NCT-DEMO-0003"
+    vocabulary = await client.call_tool("drug_vocabulary", {})
+    assert "Coumadin" in vocabulary.structured_content["names"]
+    assert await _error_type(client, "check_drug_safety", {"drug_name": "Zorblax"}) == "drug_not_in_database"
+
+
+SERVERS = {"ehr": (ensure_ehr, _ehr), "umls": (ensure_umls, _umls), "knowledge": (ensure_knowledge, _knowledge)}
+
+
+@pytest.fixture(params=list(SERVERS))
+def server(request, tmp_path) -> tuple[str, Path]:
+    name = request.param
+    db = tmp_path / f"{name}.sqlite"
+    SERVERS[name][0](db)
+    return name, db
+
+
+async def _exercise(name: str, client: Client) -> None:
+    async with client:
+        await SERVERS[name][1](client)
+
+
+def test_stdio_round_trip(server, tmp_path):
+    name, db = server
+    transport = StdioTransport(sys.executable, ["-m", f"mcp_servers.{name}", "--db", str(db)], env=ENV,
+                               cwd=str(PROJECT), log_file=tmp_path / "server.log")
+    asyncio.run(_exercise(name, Client(transport, timeout=30)))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, log.read_text()
+        try:
+            async with Client(url, timeout=5) as client:
+                await client.list_tools()
+                return
+        except Exception:  # noqa: BLE001 - not listening yet
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def test_streamable_http_round_trip(server, tmp_path):
+    name, db = server
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}"],
+            cwd=PROJECT, env=ENV, stdout=out, stderr=subprocess.STDOUT,
+        )
+        try:
+            asyncio.run(_wait_until_up(url, proc, log))
+            asyncio.run(_exercise(name, Client(url, timeout=30)))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
