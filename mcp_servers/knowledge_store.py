@@ -18,23 +18,21 @@ Invariants:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import re
-import sqlite3
 import unicodedata
-from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import sqlite_utils
+
+from mcp_servers import _sqlite
+from mcp_servers._sqlite import build_lock, connect, get_meta, set_meta  # noqa: F401 - the store's API
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "knowledge"
 STARTER_FILES = ("drugs.json", "interactions.json", "articles.json", "trials_demo.json", "trials_ctgov_sample.json")
 SEVERITIES = ("contraindicated", "major", "moderate", "minor")
-BUSY_TIMEOUT_MS = 10_000
 
 Progress = Callable[[str], None] | None
 
@@ -62,34 +60,6 @@ class AmbiguousDrugName(KnowledgeError):
 
 class RecordNotFound(KnowledgeError):
     """No article or trial matches the request."""
-
-
-# -- connections -----------------------------------------------------------------------------
-def connect(path: Path, read_only: bool = False) -> sqlite_utils.Database:
-    """A sqlite-utils Database on its own sqlite3 connection (one per call or thread)."""
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if read_only:
-        conn.execute("PRAGMA query_only = ON")
-    else:
-        conn.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; avoids an fsync per commit
-    return sqlite_utils.Database(conn)
-
-
-@contextmanager
-def _build_lock(path: Path) -> Iterator[None]:
-    """Serialise concurrent builders (e.g. ``appliance init`` and a server's first start)."""
-    lock_path = path.with_name(path.name + ".lock")
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 # -- migrations ------------------------------------------------------------------------------
@@ -140,17 +110,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (m001_initial,
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations in order; return the names applied."""
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-    done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
-    applied = []
-    for migration in MIGRATIONS:
-        if migration.__name__ in done:
-            continue
-        with db.conn:
-            migration(db)
-            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [migration.__name__, _now()])
-        applied.append(migration.__name__)
-    return applied
+    return _sqlite.migrate(db, MIGRATIONS)
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -225,7 +185,7 @@ def _write(db: sqlite_utils.Database, table: str, pks: tuple[str, ...], row: dic
     cursor = db.execute(f"SELECT * FROM [{table}] WHERE {where}", [row[k] for k in pks])
     existing = cursor.fetchone()
     # Plain SQL (not Table.insert/update) so the caller's transaction decides when to commit.
-    values = {**row, "updated_at": _now()}
+    values = {**row, "updated_at": _sqlite.now()}
     if existing is None:
         columns = ", ".join(f"[{k}]" for k in values)
         db.execute(f"INSERT INTO [{table}] ({columns}) VALUES ({', '.join('?' for _ in values)})", list(values.values()))
@@ -445,27 +405,12 @@ def ensure_database(path: Path, progress: Progress = None) -> None:
     Idempotent: with unchanged shipped files a second call changes nothing.
     """
     say = progress or (lambda _msg: None)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(path):
-        db = connect(path)
-        try:
-            db.enable_wal()
-            applied = migrate(db)
-            for name in applied:
-                say(f"schema migration {name} applied")
-            digest = _starter_hash()
-            row = db.execute("SELECT value FROM meta WHERE key = 'starter_hash'").fetchone()
-            if row and row[0] == digest:
-                say("starter content up to date")
-                return
-            with db.conn:
-                counts = load_starter_content(db)
-                db.execute(
-                    "INSERT INTO meta (key, value) VALUES ('starter_hash', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    [digest],
-                )
-            say("starter content loaded: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-        finally:
-            db.close()
+    with _sqlite.building(path, MIGRATIONS, say) as db:
+        digest = _starter_hash()
+        if get_meta(db, "starter_hash") == digest:
+            say("starter content up to date")
+            return
+        with db.conn:
+            counts = load_starter_content(db)
+            set_meta(db, "starter_hash", digest)
+        say("starter content loaded: " + ", ".join(f"{n} {k}" for k, n in counts.items()))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from mcp_servers import _sqlite
 from mcp_servers import umls_store as store
 
 KEEP_SABS = ("SNOMEDCT_US", "RXNORM", "LNC", "MSH")
@@ -159,33 +160,26 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
             raise UmlsImportError(f"{path} not found (expected a UMLS Metathesaurus META directory)")
     report = ImportReport()
     reader = _Reader(mrconso.stat().st_size + mrsty.stat().st_size, progress, byte_progress)
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    with store.build_lock(db_path):
-        db = store.connect(db_path)
-        try:
-            db.enable_wal()
-            store.migrate(db)
-            with store.transaction(db):
-                store.clear_content(db)
-                for batch in _batches(_atoms(reader, mrconso, report)):
-                    report.atoms_kept += store.insert_atoms(db, batch)
-                    reader.tick()
-                if not report.atoms_kept:
-                    raise UmlsImportError(f"{mrconso} holds no English, non-suppressed {'/'.join(KEEP_SABS)} rows")
-                # Semantic types of every row go in; finalize() drops those of unknown concepts.
-                for batch in _batches(reader.lines(mrsty, MRSTY_COLUMNS, report)):
-                    report.semtype_rows_read += len(batch)
-                    store.insert_semtypes(db, [(f[0], f[1], f[3]) for f in batch])
-                    reader.tick()
-                if add_curated:
-                    report.curated_atoms_added = _add_curated(db)
-                report.concepts = store.finalize(db)
-                report.semtype_rows_kept = db.execute("SELECT COUNT(*) FROM semtypes").fetchone()[0]
-                store.set_meta(db, "content", "rrf")
-                store.set_meta(db, "rrf_source", str(rrf_dir.resolve()))
-                store.set_meta(db, "starter_hash", "")
-        finally:
-            db.close()
+    with _sqlite.building(db_path, store.MIGRATIONS, lambda _msg: None) as db:
+        with store.transaction(db):
+            store.clear_content(db)
+            for batch in _batches(_atoms(reader, mrconso, report)):
+                report.atoms_kept += store.insert_atoms(db, batch)
+                reader.tick()
+            if not report.atoms_kept:
+                raise UmlsImportError(f"{mrconso} holds no English, non-suppressed {'/'.join(KEEP_SABS)} rows")
+            # Semantic types of every row go in; finalize() drops those of unknown concepts.
+            for batch in _batches(reader.lines(mrsty, MRSTY_COLUMNS, report)):
+                report.semtype_rows_read += len(batch)
+                store.insert_semtypes(db, [(f[0], f[1], f[3]) for f in batch])
+                reader.tick()
+            if add_curated:
+                report.curated_atoms_added = _add_curated(db)
+            report.concepts = store.finalize(db)
+            report.semtype_rows_kept = db.execute("SELECT COUNT(*) FROM semtypes").fetchone()[0]
+            store.set_meta(db, "content", "rrf")
+            store.set_meta(db, "rrf_source", str(rrf_dir.resolve()))
+            store.set_meta(db, "starter_hash", "")
     report.bytes_read = reader.done
     reader.tick()
     report.seconds = time.monotonic() - started

@@ -26,21 +26,19 @@ Invariants:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import re
-import sqlite3
 import unicodedata
-from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import sqlite_utils
 
+from mcp_servers import _sqlite
+from mcp_servers._sqlite import build_lock, connect, get_meta, set_meta, transaction  # noqa: F401 - the store's API
+
 DATA_DIR = Path(__file__).resolve().parent / "data" / "umls"
 STARTER_FILE = DATA_DIR / "concepts.tsv"
-BUSY_TIMEOUT_MS = 10_000
 CUI_RE = re.compile(r"^C\d{7}$")
 
 Progress = Callable[[str], None] | None
@@ -86,45 +84,7 @@ class NoMatch(UmlsError):
     """No concept matches the search term."""
 
 
-# -- connections and schema ------------------------------------------------------------------
-def connect(path: Path, read_only: bool = False) -> sqlite_utils.Database:
-    """A sqlite-utils Database on its own sqlite3 connection (one per call or thread)."""
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if read_only:
-        conn.execute("PRAGMA query_only = ON")
-    else:
-        conn.execute("PRAGMA synchronous = NORMAL")
-    return sqlite_utils.Database(conn)
-
-
-@contextmanager
-def build_lock(path: Path) -> Iterator[None]:
-    """Serialise concurrent builders (``appliance init``, an import, a server's first start)."""
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextmanager
-def transaction(db: sqlite_utils.Database) -> Iterator[None]:
-    """An explicit write transaction: all of a content build commits, or none of it."""
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.conn.execute("ROLLBACK")
-        raise
-    db.conn.execute("COMMIT")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
+# -- schema ------------------------------------------------------------------------------------
 def m001_initial(db: sqlite_utils.Database) -> None:
     db["concepts"].create(
         {"cui": str, "name": str, "snomed_code": str, "rxnorm": str, "loinc": str, "atom_count": int},
@@ -155,28 +115,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (m001_initial,
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations in order; return the names applied."""
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-    done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
-    applied = []
-    for migration in MIGRATIONS:
-        if migration.__name__ not in done:
-            with db.conn:
-                migration(db)
-                db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [migration.__name__, _now()])
-            applied.append(migration.__name__)
-    return applied
-
-
-def get_meta(db: sqlite_utils.Database, key: str) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
-    return row[0] if row else None
-
-
-def set_meta(db: sqlite_utils.Database, key: str, value: str) -> None:
-    db.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        [key, value],
-    )
+    return _sqlite.migrate(db, MIGRATIONS)
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -337,28 +276,19 @@ def ensure_database(path: Path, progress: Progress = None) -> None:
     imported (RRF) content is migrated but its content is left alone.
     """
     say = progress or (lambda _msg: None)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with build_lock(path):
-        db = connect(path)
-        try:
-            db.enable_wal()
-            for name in migrate(db):
-                say(f"schema migration {name} applied")
-            if get_meta(db, "content") == "rrf":
-                say("imported UMLS content present; starter subset not loaded")
-                return
-            digest = _starter_hash()
-            if get_meta(db, "starter_hash") == digest:
-                say("UMLS starter subset up to date")
-                return
-            with transaction(db):
-                count = load_starter(db, say)
-                set_meta(db, "content", "starter")
-                set_meta(db, "starter_hash", digest)
-            say(f"UMLS starter subset loaded: {count} concepts")
-        finally:
-            db.close()
+    with _sqlite.building(path, MIGRATIONS, say) as db:
+        if get_meta(db, "content") == "rrf":
+            say("imported UMLS content present; starter subset not loaded")
+            return
+        digest = _starter_hash()
+        if get_meta(db, "starter_hash") == digest:
+            say("UMLS starter subset up to date")
+            return
+        with transaction(db):
+            count = load_starter(db, say)
+            set_meta(db, "content", "starter")
+            set_meta(db, "starter_hash", digest)
+        say(f"UMLS starter subset loaded: {count} concepts")
 
 
 # -- search ----------------------------------------------------------------------------------
