@@ -1,6 +1,6 @@
 """The reasoning trace: one line per graph node as it finishes (clinical label, duration,
-tool arguments and a one-line result summary, router decision and why); each line expands
-to the node's full structured output.
+the tool's clinical label with its arguments and a one-line result summary, router decision
+and why); each line expands to the node's full structured output.
 
 Invariant: labels are built as rich Text, never parsed as markup, so tool arguments that
 contain brackets are shown as typed.
@@ -15,6 +15,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from appliance.agent.state import TraceEvent
+from mcp_servers.contracts import TOOL_LABELS
 
 MAX_ARGS_CHARS = 60
 
@@ -22,6 +23,11 @@ MAX_ARGS_CHARS = 60
 def _compact(value) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
     return text if len(text) <= MAX_ARGS_CHARS else text[: MAX_ARGS_CHARS - 1] + "…"
+
+
+def _tool_label(tool: str) -> str:
+    """The clinical label a clinician reads; the internal name stays in the expanded details."""
+    return TOOL_LABELS.get(tool, tool)
 
 
 def trace_line(event: TraceEvent) -> Text:
@@ -33,11 +39,11 @@ def trace_line(event: TraceEvent) -> Text:
     if event.node == "INTENT_CLASSIFY" and output.get("intent"):
         line.append(f" · {output['intent']}")
         if output.get("suggested_tool"):
-            line.append(f" ({output['suggested_tool']})")
+            line.append(f" ({_tool_label(output['suggested_tool'])})")
     if event.node == "RESULT_CLASSIFY" and output.get("quality"):
         line.append(f" · {output['quality']}")
     if event.tool:
-        line.append(f" · {event.tool}")
+        line.append(f" · {_tool_label(event.tool)}")
         if event.args is not None:
             line.append(" " + _compact(event.args))
     if event.result_summary:
