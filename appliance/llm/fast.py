@@ -77,6 +77,7 @@ class DecodeStats:
     fed_tokens: int = 0  # scaffolding and forced tokens evaluated in batches
     sampled_tokens: int = 0  # tokens chosen from logits
     fallbacks: int = 0  # steps where the first choice was rejected and the vocabulary masked
+    closed_early: int = 0  # strings closed by their maxLength or by the token budget
     eval_seconds: float = 0.0
     eval_calls: int = 0
     text: list[str] = field(default_factory=list)
@@ -120,6 +121,17 @@ class SchemaDecoder:
             self.stats.fed_tokens += len(tokens)
             self.pending = ""
 
+    def _left(self) -> int | None:
+        """Tokens the budget still allows, counting literal text not yet fed at one token a
+        character (an upper bound: scaffolding is ASCII)."""
+        if self.budget is None:
+            return None
+        return self.budget - self.stats.fed_tokens - self.stats.sampled_tokens - len(self.pending)
+
+    def _affords(self, chars: int) -> bool:
+        left = self._left()
+        return left is None or left >= chars
+
     def _logits(self) -> np.ndarray:
         self._flush()
         return self.b.logits()
@@ -140,10 +152,15 @@ class SchemaDecoder:
         self.stats.sampled_tokens += 1
 
     # -- choices -------------------------------------------------------------------------
-    def choose(self, options: list[str]) -> str:
-        """One of ``options`` (their exact JSON text), deciding only where they differ."""
+    def choose(self, options: list[str], tail: int = 0) -> str:
+        """One of ``options`` (their exact JSON text), deciding only where they differ, among
+        those that leave room in the budget for ``tail`` (the shortest when none does)."""
         seqs = {opt: self.b.tokenize(opt) for opt in options}
+        left = self._left()
         alive = list(options)
+        if left is not None:
+            fitting = [o for o in options if len(seqs[o]) + tail <= left]
+            alive = fitting or [min(options, key=lambda o: len(seqs[o]))]
         depth = 0
         while len(alive) > 1:
             done = [o for o in alive if len(seqs[o]) == depth]
@@ -166,13 +183,22 @@ class SchemaDecoder:
         self.out.append(chosen)
         return chosen
 
-    def string_body(self, min_len: int, max_len: int) -> str:
-        """The characters of a string after its opening quote, then the closing quote."""
+    def string_body(self, min_len: int, max_len: int, tail: int = 0) -> str:
+        """The characters of a string after its opening quote, then the closing quote.
+
+        ``tail`` is the most tokens the rest of the output can need once this string is closed;
+        the string is closed early when one more token would leave too few for the quote and
+        the tail, so a budget shorter than the longest output still ends in a whole object."""
         text: list[str] = []
         count = 0
         while True:
             remaining = max_len - count
             if remaining <= 0:
+                self.stats.closed_early += 1
+                break
+            self._flush()
+            if count >= min_len and not self._affords(2 + tail):
+                self.stats.closed_early += 1
                 break
             logits = self._logits()
             if self.temperature > 0:
@@ -188,6 +214,9 @@ class SchemaDecoder:
                 accepted = self._accept(first, count, min_len, remaining)
             kind, piece = accepted
             if kind == "close":
+                if piece and count >= min_len and not self._affords(len(piece) + 1 + tail):
+                    piece = ""  # the text glued to the quote would not fit the budget
+                    self.stats.closed_early += 1
                 if piece:
                     text.append(piece)
                     self.pending += piece
@@ -231,35 +260,43 @@ class SchemaDecoder:
         return None
 
     # -- schema walk ---------------------------------------------------------------------
-    def value(self, schema: dict, defs: dict) -> None:
+    def value(self, schema: dict, defs: dict, tail: int = 0) -> None:
+        """Decode one value of ``schema``; ``tail`` bounds the tokens the output needs after it."""
         if "$ref" in schema:
-            return self.value(defs[schema["$ref"].split("/")[-1]], defs)
+            return self.value(defs[schema["$ref"].split("/")[-1]], defs, tail)
         if "anyOf" in schema:
-            return self._any_of(schema["anyOf"], defs)
+            return self._any_of(schema["anyOf"], defs, tail)
         if "enum" in schema or "const" in schema:
             values = schema.get("enum", [schema.get("const")])
-            self.choose([json.dumps(v, ensure_ascii=False) for v in values])
+            self.choose([json.dumps(v, ensure_ascii=False) for v in values], tail)
             return None
         kind = schema.get("type")
         if kind == "object":
-            for i, (name, sub) in enumerate(schema["properties"].items()):
+            fields = list(schema["properties"].items())
+            after = [0] * len(fields)  # chars after each field's value, up to and with "}"
+            rest = 1 + tail
+            for i in range(len(fields) - 1, -1, -1):
+                after[i] = rest
+                name, sub = fields[i]
+                rest += len(("{" if i == 0 else ",") + json.dumps(name) + ":") + min_chars(sub, defs)
+            for i, (name, sub) in enumerate(fields):
                 self.literal(("{" if i == 0 else ",") + json.dumps(name) + ":")
-                self.value(sub, defs)
+                self.value(sub, defs, after[i])
             self.literal("}")
         elif kind == "string":
             self.literal('"')
-            self.string_body(int(schema.get("minLength", 0)), int(schema.get("maxLength", 2000)))
+            self.string_body(int(schema.get("minLength", 0)), int(schema.get("maxLength", 2000)), tail)
         elif kind == "array":
-            self._string_array(schema, defs)
+            self._string_array(schema, defs, tail)
         elif kind == "boolean":
-            self.choose(["true", "false"])
+            self.choose(["true", "false"], tail)
         elif kind == "null":
             self.literal("null")
         else:
             raise ValueError(f"the fast decoder does not handle {kind!r}")
         return None
 
-    def _string_array(self, schema: dict, defs: dict) -> None:
+    def _string_array(self, schema: dict, defs: dict, tail: int = 0) -> None:
         items = schema.get("items") or {}
         if "$ref" in items:
             items = defs[items["$ref"].split("/")[-1]]
@@ -272,15 +309,21 @@ class SchemaDecoder:
         while n < hi:
             opener = '"' if n == 0 else ',"'
             if n >= lo:
-                if self.choose([opener, "]"]) == "]":
+                # another item needs its opener, its shortest body, a quote, "]" and the tail
+                if not self._affords(len(opener) + lo_len + 2 + tail):
+                    self.literal("]")
+                    return
+                if self.choose([opener, "]"], tail) == "]":
                     return
             else:
                 self.literal(opener)
-            self.string_body(lo_len, hi_len)
+            # this item's tail: the remaining required items at their shortest, then "]"
+            required_after = max(0, lo - n - 1) * (3 + lo_len)
+            self.string_body(lo_len, hi_len, required_after + 1 + tail)
             n += 1
         self.literal("]")
 
-    def _any_of(self, options: list[dict], defs: dict) -> None:
+    def _any_of(self, options: list[dict], defs: dict, tail: int = 0) -> None:
         """Nullable values: decide between ``null`` and the value by its first token."""
         non_null = [o for o in options if o.get("type") != "null"]
         if len(non_null) != 1 or len(options) != 2:
@@ -289,12 +332,39 @@ class SchemaDecoder:
         if "$ref" in inner:
             inner = defs[inner["$ref"].split("/")[-1]]
         if "enum" in inner:
-            self.choose([json.dumps(v, ensure_ascii=False) for v in inner["enum"]] + ["null"])
+            self.choose([json.dumps(v, ensure_ascii=False) for v in inner["enum"]] + ["null"], tail)
         elif inner.get("type") == "string":
-            if self.choose(['"', "null"]) == '"':
-                self.string_body(int(inner.get("minLength", 0)), int(inner.get("maxLength", 2000)))
+            lo, hi = int(inner.get("minLength", 0)), int(inner.get("maxLength", 2000))
+            if not self._affords(2 + lo + tail):  # no room for a string: the value is null
+                self.literal("null")
+            elif self.choose(['"', "null"], tail) == '"':
+                self.string_body(lo, hi, tail)
         else:
             raise ValueError("the fast decoder handles nullable strings and enums only")
+
+
+def min_chars(schema: dict, defs: dict) -> int:
+    """Characters of the shortest JSON text ``schema`` accepts in the decoder's compact form."""
+    if "$ref" in schema:
+        return min_chars(defs[schema["$ref"].split("/")[-1]], defs)
+    if "anyOf" in schema:
+        return min(min_chars(o, defs) for o in schema["anyOf"])
+    if "enum" in schema or "const" in schema:
+        values = schema.get("enum", [schema.get("const")])
+        return min(len(json.dumps(v, ensure_ascii=False)) for v in values)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return 2 + max(0, len(props) - 1) + sum(len(json.dumps(k)) + 1 + min_chars(v, defs) for k, v in props.items())
+    if kind == "string":
+        return 2 + int(schema.get("minLength", 0))
+    if kind == "array":
+        items = schema.get("items") or {}
+        n = int(schema.get("minItems", 0))
+        return 2 + n * min_chars(items, defs) + max(0, n - 1)
+    if kind == "boolean":
+        return 4
+    return 4  # null
 
 
 def fast_supported(json_schema: dict) -> bool:

@@ -114,6 +114,24 @@ def test_arrays_respect_min_and_max_items():
     assert accepts(Arr, text) and text.startswith('{"items":["a","b"')
 
 
+@pytest.mark.parametrize("schema,shortest", [
+    (Small, '{"kind":"aa","text":"a","maybe":null}'),
+    (Arr, '{"items":["a","a"]}'),
+])
+def test_a_budget_shorter_than_the_longest_output_still_ends_in_a_whole_object(schema, shortest):
+    # The model never wants to stop; every budget from the shortest output's size up gives an
+    # accepted object within the budget, closing strings (and lists, and nullables) early.
+    floor = len(ScriptedBackend([]).tokenize(shortest))
+    for budget in range(floor, floor + 30):
+        backend = ScriptedBackend([], favourite="a")
+        dec = SchemaDecoder(backend, table(), 0.0, budget=budget)
+        js = schema.model_json_schema()
+        dec.value(js, js.get("$defs", {}))
+        text = "".join(dec.out)
+        assert accepts(schema, text), (budget, text)
+        assert len(backend.fed) + len(backend.tokenize(dec.pending)) <= budget
+
+
 class Unsupported(BaseModel):
     n: int
 
