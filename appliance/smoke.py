@@ -106,7 +106,7 @@ SCENARIOS = [
     Scenario("drug safety", "Check FDA warnings for dofetilide"),
     Scenario("patient + chart", "Find patient Maria Garcia and check her chart"),
     Scenario("3-drug interactions", "Check interactions between warfarin, aspirin, and ibuprofen"),
-    Scenario("prescribe (write)", "Prescribe metformin 500mg for abc-123"),
+    Scenario("prescribe (write)", "Prescribe metformin 500mg twice daily for abc-123"),
     Scenario("image, no vision", "What do you see?", image=True,
              check=lambda r: None if IMAGE_UNAVAILABLE in r.state.error_messages else "no image notice reached synthesis"),
     Scenario("timeout then retry", "Check FDA warnings for amiodarone", kind="hybrid",

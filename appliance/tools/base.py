@@ -41,7 +41,7 @@ Approver = Callable[[str, dict], Approval]
 
 def deny_all(tool: str, args: dict) -> Approval:
     """The default: no write runs unless someone approved it."""
-    return Approval(False, args, "no approval was given")
+    return Approval(False, args, "writes are not enabled for this run")
 
 
 def approve_all(tool: str, args: dict) -> Approval:

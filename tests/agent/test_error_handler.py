@@ -51,3 +51,14 @@ def test_skip_continues_when_the_task_still_needs_tools():
     update, _, nxt, reason = run(st, ScriptedModel(), Limits())
     assert nxt == "TOOL_SELECT" and "search_medical_literature" in reason
     assert update["skipped_tools"] == ("check_drug_interactions",)
+
+
+def test_the_step_limit_holds_on_the_error_path():
+    # MAX_STEPS caps tool executions even when the last one failed: no model retry after it.
+    st = state("Check FDA warnings for amiodarone", [err("check_drug_safety", "timeout", drug_name="amiodarone")],
+               quality="error_retryable", step_count=4)
+    decision = decide(st, Limits())
+    assert decision.action == "skip" and "step limit" in decision.reason
+    model = ScriptedModel()
+    _, _, nxt, _ = run(st, model, Limits())
+    assert nxt == "SYNTHESIZE" and model.history == []

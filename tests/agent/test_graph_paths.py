@@ -184,9 +184,45 @@ def test_ask_user_on_missing_patient_id():
     assert result.response == "I need a patient ID to proceed. Could you provide one?"
 
 
+@pytest.mark.parametrize("query,unsaid", [
+    ("Prescribe metformin 500mg for abc-123", "frequency"),  # seed 002 §15's wording: no frequency given
+    ("Prescribe metformin for abc-123 twice daily", "dosage"),
+    ("Start something for abc-123: 500 mg twice daily", "medication name"),
+])
+def test_a_write_value_the_clinician_did_not_give_is_asked_for_not_invented(query, unsaid):
+    # The grammar makes the model fill every field; code refuses values nobody said.
+    result, model, toolbox = run(
+        query,
+        {IC: [intent("prescribe_medication")],
+         TS: [{"tool_name": "prescribe_medication"},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
+        approver=approve_all,
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
+    assert toolbox.calls == []
+    assert result.kind == "clarification"
+    assert result.response == f"I need more information to complete this request: {unsaid}."
+
+
+def test_write_values_from_the_recent_exchanges_count_as_given():
+    result, _, toolbox = run(
+        "twice daily",
+        {IC: [intent("prescribe_medication")],
+         TS: [{"tool_name": "prescribe_medication"},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         RC: [good()], SY: ["Prescribed."]},
+        {"prescribe_medication": [{"result": {"id": 41, "status": "active"}}]},
+        approver=approve_all, patient_id="abc-123",
+        history=[("user", "Prescribe metformin 500mg for abc-123"),
+                 ("assistant", "I need more information to complete this request: frequency.")],
+    )
+    assert [c[0] for c in toolbox.calls] == ["prescribe_medication"]
+
+
 def test_write_rejected_is_never_executed():
     result, _, toolbox = run(
-        "Prescribe metformin 500mg for abc-123",
+        "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
          TS: [{"tool_name": "prescribe_medication"},
               {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
@@ -198,9 +234,26 @@ def test_write_rejected_is_never_executed():
     assert result.tool_calls[0]["error_type"] == "rejected_by_user"
 
 
+def test_the_clinicians_reason_for_rejecting_reaches_synthesis():
+    from appliance.tools.base import Approval
+
+    result, model, toolbox = run(
+        "Prescribe metformin 500mg twice daily for abc-123",
+        {IC: [intent("prescribe_medication")],
+         TS: [{"tool_name": "prescribe_medication"},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["Not written."]},
+        approver=lambda tool, args: Approval(False, args, "wrong patient"),
+    )
+    assert toolbox.calls == []
+    synth_prompt = "\n".join(m.content for m in model.history[-1].messages)
+    assert model.history[-1].node == SY
+    assert "did not approve the Prescription; nothing was written. Reason given: wrong patient." in synth_prompt
+
+
 def test_write_approved_runs_once():
     result, _, toolbox = run(
-        "Prescribe metformin 500mg for abc-123",
+        "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
          TS: [{"tool_name": "prescribe_medication"},
               {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],

@@ -18,7 +18,8 @@ CASES = [
     # (id, state, expected next, words expected in the reason)
     ("error-retryable -> handler", state(results=[err("check_drug_safety", "timeout", drug_name="x")], quality="error_retryable"), "ERROR_HANDLER", "error"),
     ("tool error outranks a wrong 'success' label", state(results=[err("check_drug_safety", "timeout", drug_name="x")], quality="success_rich"), "ERROR_HANDLER", "timeout"),
-    ("model says error on a good result", state(results=[ok("check_drug_safety", drug_name="x")], quality="error_fatal"), "ERROR_HANDLER", "error_fatal"),
+    ("model's error label on a good result is overruled", state("Check FDA warnings for x", [ok("check_drug_safety", drug_name="x")], quality="error_fatal"), "SYNTHESIZE", "overruled"),
+    ("no_results and step>=1 -> synthesize (§9)", state("Any studies on zorblatin?", [ok("search_medical_literature", {"articles": []}, query="zorblatin")], quality="no_results"), "SYNTHESIZE", "every part"),
     ("3 patient matches -> ask_user (§15)", state("Search for patient James Wilson", [ok("search_patient", THREE, name="James Wilson")]), "SYNTHESIZE", "3 patients"),
     ("zero patient matches stops", state("Find patient Ann Body and check her chart", [ok("search_patient", NONE, name="Ann Body")]), "SYNTHESIZE", "no patient"),
     ("step_count=4 -> synthesize (§15)", state("Find patient John Smith and check his chart", [ok("search_patient", ONE, name="John Smith")], step_count=4), "SYNTHESIZE", "step limit"),
@@ -35,7 +36,7 @@ CASES = [
     ("skipped tool counts as handled", state("Check FDA warnings for foo", [err("check_drug_safety", "drug_not_in_database", drug_name="foo")], quality="error_fatal", skipped_tools=("check_drug_safety",)), "ERROR_HANDLER", "error"),
     ("trial pattern", state("Are there recruiting trials for mesothelioma?", [ok("find_clinical_trials", condition="mesothelioma")]), "SYNTHESIZE", "every part"),
     ("literature pattern unmet", state("Find studies on metformin and check its safety", [ok("check_drug_safety", drug_name="metformin")]), "TOOL_SELECT", "search_medical_literature"),
-    ("prescribe pattern met", state("Prescribe metformin 500mg for abc-123", [ok("prescribe_medication", {"id": 7}, patient_id="abc-123")], ids=["abc-123"]), "SYNTHESIZE", "every part"),
+    ("prescribe pattern met", state("Prescribe metformin 500mg twice daily for abc-123", [ok("prescribe_medication", {"id": 7}, patient_id="abc-123")], ids=["abc-123"]), "SYNTHESIZE", "every part"),
 ]
 
 

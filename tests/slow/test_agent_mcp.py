@@ -74,7 +74,7 @@ def test_approved_write_reaches_the_real_record_and_a_rejected_one_does_not(tool
     def run(approver):
         model = ScriptedModel({IC: [intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
                                RC: [good()], SY: ["Done."]})
-        return Agent(model, tools, Settings(), approver, drugs=None).run_turn("Prescribe metformin 500mg for abc-123")
+        return Agent(model, tools, Settings(), approver, drugs=None).run_turn("Prescribe metformin 500mg twice daily for abc-123")
 
     rejected = run(deny_all)
     assert rejected.tool_calls[0]["error_type"] == "rejected_by_user"

@@ -43,7 +43,7 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
     if etype == "multiple_patient_matches":
         return ErrorDecision("ask_user", "several patients match", "I found several patients matching that name. Which patient did you mean?")
     if etype == "missing_required_args":
-        fields = ", ".join(last.missing_fields) or "more details"
+        fields = ", ".join(f.replace("_", " ") for f in last.missing_fields) or "more details"
         if "patient_id" in last.missing_fields:
             return ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
         return ErrorDecision("ask_user", "required details are missing", f"I need more information to complete this request: {fields}.")
@@ -51,6 +51,9 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
         return ErrorDecision("ask_user", "the drug name is ambiguous", f"The drug name is ambiguous: {last.raw_error or 'please give the full name'}.")
     if etype == "rejected_by_user":
         return ErrorDecision("skip", "the clinician rejected the write", last.error)
+    if state.step_count >= limits.max_steps:
+        return ErrorDecision("skip", f"step limit reached ({state.step_count}/{limits.max_steps})",
+                             f"Unable to complete the {label} within this request.")
     if state.retry_count >= limits.max_retries:
         return ErrorDecision("skip", f"{state.retry_count} retries already", f"Unable to complete the {label} after multiple attempts.")
     if state.total_retries >= limits.max_total_retries:

@@ -9,7 +9,9 @@ Invariants:
 
 Choices beyond the seed, written down here: a patient ID already known (typed in the query or
 the patient open in the terminal) removes search_patient from what a pattern requires; a
-patient search with zero matches ends the loop (nothing further can be looked up).
+patient search with zero matches ends the loop (nothing further can be looked up); the error
+path is taken when the call failed (code knows), not when the model labels a successful result
+as an error (that label is overruled and recorded in the reason).
 """
 
 from __future__ import annotations
@@ -134,9 +136,12 @@ def route(state: AgentState, limits: Limits = Limits()) -> Route:
         return Route("TOOL_SELECT", f"no further tool proposed, but {why}", strict_selection=True)
     if last is None:
         return Route("SYNTHESIZE", "no tool has run")
-    if last.error_type is not None or state.last_result_classification in ERROR_QUALITIES:
-        kind = last.error_type or state.last_result_classification
-        return Route("ERROR_HANDLER", f"the last result was an error ({kind})")
+    if last.error_type is not None:
+        return Route("ERROR_HANDLER", f"the last result was an error ({last.error_type})")
+    overruled = ""
+    if state.last_result_classification in ERROR_QUALITIES:
+        # Code knows the call succeeded and returned data; retrying it would repeat a good call.
+        overruled = f"the source answered (labelled {state.last_result_classification}, overruled); "
     if last.tool_name == "search_patient" and last.result:
         total = last.result.get("total_matches", 0)
         if total > 1:
@@ -147,4 +152,4 @@ def route(state: AgentState, limits: Limits = Limits()) -> Route:
         if total == 0:
             return Route("SYNTHESIZE", "no patient matched; nothing further can be looked up")
     complete, why = task_status(state, limits)
-    return Route("SYNTHESIZE" if complete else "TOOL_SELECT", why)
+    return Route("SYNTHESIZE" if complete else "TOOL_SELECT", overruled + why)

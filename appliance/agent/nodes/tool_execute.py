@@ -8,6 +8,10 @@ Invariants:
 - A patient ID is used only when it is grounded: typed by the clinician, the patient open in
   the terminal, or returned by an earlier call this turn. An ID the model produced from
   nowhere counts as missing, so code asks the clinician instead of acting on a guess.
+- The clinical values of a write (drug, dose, frequency; allergen, reaction) must be the
+  clinician's own words, in this message or the recent exchanges: a value the model filled in
+  counts as missing and the clinician is asked. Values the clinician edits in the approval
+  dialog are theirs by definition.
 - Results carry clinical labels; errors become pre-formatted clinician-safe text before any
   model sees them (seed 002 §10). The raw text is kept only for the trace.
 """
@@ -15,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from pydantic import ValidationError
@@ -40,6 +45,13 @@ ERROR_TEMPLATES = {
     "ambiguous_drug_name": "The drug name {entity} is ambiguous.",
     "generic": "The {tool_label} could not be completed.",
 }
+# Write fields whose values must come from the clinician's words (the grammar makes the model
+# fill every field, so a value nobody said would otherwise reach the approval dialog).
+GROUNDED_WRITE_FIELDS = {
+    "prescribe_medication": ("medication_name", "dosage", "frequency"),
+    "add_allergy": ("substance", "reaction"),
+}
+_WORD_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _ENTITY_KEYS = ("drug_name", "name", "patient_id", "query", "condition", "substance", "medication_name")
 MAX_FORMATTED_CHARS = 1500
 
@@ -124,8 +136,34 @@ def validate_args(tool: str, args: dict | None) -> tuple[dict | None, str | None
     return clean, None, []
 
 
+def words(text: str) -> list[str]:
+    """Lower-case words and numbers: "500mg" and "500 mg" both give ["500", "mg"]."""
+    return _WORD_RE.findall(text.lower())
+
+
+def said_by_clinician(value: str, clinician_text: str) -> bool:
+    """Whether ``value``'s words occur, in order and adjacent, in what the clinician wrote."""
+    want, have = words(value), words(clinician_text)
+    if not want:
+        return False
+    n = len(want)
+    return any(have[i:i + n] == want for i in range(len(have) - n + 1))
+
+
+def ungrounded_fields(tool: str, args: dict, clinician_text: str) -> list[str]:
+    return [f for f in GROUNDED_WRITE_FIELDS.get(tool, ()) if not said_by_clinician(str(args.get(f) or ""), clinician_text)]
+
+
+def clinician_text(state: AgentState) -> str:
+    """This message and the clinician's side of the recent exchanges."""
+    said = [text for role, text in state.conversation_history if role == "user"]
+    return "\n".join(said + [state.user_query])
+
+
 def _error_result(tool: str, args: dict, error_type: str, raw: str | None, fields=None, seconds=0.0) -> ToolResult:
     message = format_error(tool, error_type, args, fields)
+    if error_type == "rejected_by_user" and raw and raw.strip():
+        message += f" Reason given: {raw.strip().rstrip('.')}."
     return ToolResult(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=args, result=None, formatted_result=message,
         error=message, error_type=error_type, raw_error=raw, missing_fields=tuple(fields or ()),
@@ -147,14 +185,20 @@ def grounded_patient_ids(state: AgentState) -> set[str]:
 
 def execute(
     tool: str, args: dict | None, tools: ToolBox, approver: Approver, deadline: float,
-    grounded_ids: set[str] | None = None,
+    grounded_ids: set[str] | None = None, said: str | None = None,
 ) -> ToolResult:
+    """Run one tool call. ``grounded_ids`` and ``said`` (the clinician's words) enable the
+    grounding checks; without them (direct calls from tests and tools) none is made."""
     args = args or {}
     clean, error_type, missing = validate_args(tool, args)
     if error_type:
         return _error_result(tool, args, error_type, "arguments failed validation", missing)
     if grounded_ids is not None and "patient_id" in clean and clean["patient_id"] not in grounded_ids:
         return _error_result(tool, clean, "missing_required_args", "patient ID not grounded", ["patient_id"])
+    if said is not None:
+        unsaid = ungrounded_fields(tool, clean, said)
+        if unsaid:
+            return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
     if tool in WRITE_TOOLS:
         approval = approver(tool, dict(clean))
         if not approval.approved:
@@ -181,7 +225,8 @@ def execute(
 
 
 def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float) -> tuple[dict, ToolResult]:
-    result = execute(state.current_tool, state.current_args, tools, approver, deadline, grounded_patient_ids(state))
+    result = execute(state.current_tool, state.current_args, tools, approver, deadline,
+                     grounded_patient_ids(state), clinician_text(state))
     update = {
         "tool_results": [result],
         "step_count": state.step_count + 1,
