@@ -72,7 +72,7 @@ RXNORM_INGREDIENTS: dict[str, str] = {
     "azithromycin": "18631",
     "ciprofloxacin": "2551",
     "cephalexin": "2231",
-    "sulfamethoxazole": "10831",
+    "sulfamethoxazole": "10180",
     "lisinopril": "29046",
     "losartan": "52175",
     "amlodipine": "17767",
@@ -110,7 +110,7 @@ RXNORM_INGREDIENTS: dict[str, str] = {
     "prednisone": "8640",
     "methotrexate": "6851",
     "folic acid": "4511",
-    "methylphenidate": "6902",
+    "methylphenidate": "6901",
     "tamoxifen": "10324",
     "cetirizine": "20610",
 }

@@ -3,8 +3,11 @@
 Invariants:
 - Demo data is synthetic and marked so: ``source = 'demo'`` on every row, which the chart
   reports as ``synthetic_demo_record``.
-- Loading only adds patients whose ID is absent; a patient already present (and anything a
-  clinician added to the chart) is never touched, so loading twice changes nothing.
+- Loading adds demo patients whose ID is absent and refreshes the rows that came from the demo
+  source (``source = 'demo'``) of patients already present, so a database built from an older
+  demo file or code catalog gets the corrected rows. Only rows with ``source = 'demo'`` are ever
+  updated; anything a clinician or an import wrote is never touched, and no row is deleted.
+  Loading twice changes nothing the second time (no rewrite, no audit row).
 - Record IDs are derived from the patient ID and position, so they are stable across loads.
 - Codes come from ``ehr_db.codes``: condition codes must be in the SNOMED catalog, result
   codes in the LOINC catalog, and medication RxNorm codes are derived from the ingredient
@@ -14,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,21 @@ from ehr_db.repository import audit, name_key
 
 DEMO_FILE = Path(__file__).parent / "demo" / "patients.json"
 
+# Tables in insertion order (a row's references come before it).
+_TABLES = ("patients", "conditions", "medication_requests", "allergy_intolerances", "observations",
+           "encounters", "document_references")
+# Columns that say when a row was written, not what it holds: never a reason to refresh.
+_VOLATILE = frozenset({"updated_at"})
+
+
+@dataclass(frozen=True)
+class DemoLoad:
+    """What one demo load did."""
+
+    patients_added: int = 0
+    rows_refreshed: int = 0
+    rows_added: int = 0
+
 
 def read_demo_patients(path: Path = DEMO_FILE) -> list[dict[str, Any]]:
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -34,137 +53,167 @@ def read_demo_patients(path: Path = DEMO_FILE) -> list[dict[str, Any]]:
 
 
 def load_demo_patients(db: Database, path: Path = DEMO_FILE) -> int:
-    """Insert every demo patient not already present; returns how many were added."""
+    """Insert every demo patient not already present; returns how many were added.
+
+    Demo rows of patients already present are refreshed too (see ``sync_demo_patients``)."""
+    return sync_demo_patients(db, path).patients_added
+
+
+def sync_demo_patients(db: Database, path: Path = DEMO_FILE) -> DemoLoad:
+    """Add absent demo patients and bring the demo-sourced rows of present ones up to date."""
     patients = read_demo_patients(path)
+    added = refreshed = new_rows = 0
     with write_transaction(db):
-        present = {r[0] for r in db.execute("SELECT id FROM patients")}
-        added = [p for p in patients if p["id"] not in present]
-        for patient in added:
-            _insert_patient(db, patient)
+        for patient in patients:
+            rows = demo_rows(patient)
+            present = db.execute("SELECT source FROM patients WHERE id = ?", [patient["id"]]).fetchone()
+            if present is None:
+                for table in _TABLES:
+                    for row in rows[table]:
+                        db[table].insert(row)
+                added += 1
+                continue
+            if present[0] != "demo":
+                continue  # an imported or clinician-created patient that happens to share the ID
+            r, n = _refresh(db, rows)
+            refreshed, new_rows = refreshed + r, new_rows + n
         if added:
             audit(db, "appliance-setup", "load_demo_patients", {"file": path.name},
-                  {"patients_added": len(added)})
-    return len(added)
+                  {"patients_added": added})
+        if refreshed or new_rows:
+            audit(db, "appliance-setup", "refresh_demo_patients", {"file": path.name},
+                  {"rows_refreshed": refreshed, "rows_added": new_rows})
+    return DemoLoad(added, refreshed, new_rows)
 
 
-def _insert_patient(db: Database, p: dict[str, Any]) -> None:
+def _refresh(db: Database, rows: dict[str, list[dict[str, Any]]]) -> tuple[int, int]:
+    refreshed = added = 0
+    for table in _TABLES:
+        for row in rows[table]:
+            cursor = db.execute(f"SELECT * FROM [{table}] WHERE id = ?", [row["id"]])
+            found = cursor.fetchone()
+            if found is None:
+                db[table].insert(row)
+                added += 1
+                continue
+            current = dict(zip((c[0] for c in cursor.description), found))
+            if current.get("source") != "demo":
+                continue
+            changes = {k: v for k, v in row.items() if k not in _VOLATILE and current.get(k) != v}
+            if changes:
+                if "updated_at" in row:
+                    changes["updated_at"] = row["updated_at"]
+                db[table].update(row["id"], changes)
+                refreshed += 1
+    return refreshed, added
+
+
+def demo_rows(p: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The database rows of one demo patient, by table."""
     pid, clinician = p["id"], p["clinician"]
-    db["patients"].insert(
-        {
-            "id": pid,
-            "mrn": p["mrn"],
-            "family": p["family"],
-            "given": p["given"],
-            "name_key": name_key(p["given"], p["family"]),
-            "birth_date": p["birth_date"],
-            "sex": p["sex"],
-            "city": p.get("city"),
-            "state": p.get("state"),
-            "source": "demo",
-            "updated_at": now_iso(),
-        }
-    )
+    rows: dict[str, list[dict[str, Any]]] = {table: [] for table in _TABLES}
+    rows["patients"].append({
+        "id": pid,
+        "mrn": p["mrn"],
+        "family": p["family"],
+        "given": p["given"],
+        "name_key": name_key(p["given"], p["family"]),
+        "birth_date": p["birth_date"],
+        "sex": p["sex"],
+        "city": p.get("city"),
+        "state": p.get("state"),
+        "source": "demo",
+        "updated_at": now_iso(),
+    })
     for n, c in enumerate(p["conditions"], 1):
         code = c.get("snomed")
         if code is not None and code not in SNOMED_CONDITIONS:
             raise ValueError(f"demo condition code {code} is not in the SNOMED catalog")
-        db["conditions"].insert(
-            {
-                "id": f"{pid}-cond-{n}",
-                "patient_id": pid,
-                "snomed_code": code,
-                "display": c.get("display") or SNOMED_CONDITIONS[code],
-                "clinical_status": c.get("status", "active"),
-                "verification_status": "confirmed",
-                "onset_date": c.get("onset"),
-                "recorded_date": c.get("onset"),
-                "source": "demo",
-            }
-        )
+        rows["conditions"].append({
+            "id": f"{pid}-cond-{n}",
+            "patient_id": pid,
+            "snomed_code": code,
+            "display": c.get("display") or SNOMED_CONDITIONS[code],
+            "clinical_status": c.get("status", "active"),
+            "verification_status": "confirmed",
+            "onset_date": c.get("onset"),
+            "recorded_date": c.get("onset"),
+            "source": "demo",
+        })
     for n, m in enumerate(p["medications"], 1):
-        db["medication_requests"].insert(
-            {
-                "id": f"{pid}-med-{n}",
-                "patient_id": pid,
-                "rxnorm_code": rxnorm_for(m["name"]),
-                "medication_name": m["name"],
-                "dosage": m["dosage"],
-                "frequency": m["frequency"],
-                "status": m.get("status", "active"),
-                "intent": "order",
-                "notes": m.get("notes"),
-                "author": m.get("author", clinician),
-                "authored_at": m["start"],
-                "source": "demo",
-            }
-        )
+        rows["medication_requests"].append({
+            "id": f"{pid}-med-{n}",
+            "patient_id": pid,
+            "rxnorm_code": rxnorm_for(m["name"]),
+            "medication_name": m["name"],
+            "dosage": m["dosage"],
+            "frequency": m["frequency"],
+            "status": m.get("status", "active"),
+            "intent": "order",
+            "notes": m.get("notes"),
+            "author": m.get("author", clinician),
+            "authored_at": m["start"],
+            "source": "demo",
+        })
     for n, a in enumerate(p["allergies"], 1):
         code = rxnorm_for(a["substance"]) if a["category"] == "medication" else None
-        db["allergy_intolerances"].insert(
-            {
-                "id": f"{pid}-alg-{n}",
-                "patient_id": pid,
-                "substance": a["substance"],
-                "substance_code": code,
-                "substance_system": RXNORM_SYSTEM if code else None,
-                "category": a["category"],
-                "reaction": a["reaction"],
-                "severity": a["severity"],
-                "clinical_status": "active",
-                "author": a.get("author", clinician),
-                "recorded_at": a["recorded"],
-                "source": "demo",
-            }
-        )
-    results = [*p["labs"], *p["vitals"]]
-    for n, row in enumerate(results, 1):
+        rows["allergy_intolerances"].append({
+            "id": f"{pid}-alg-{n}",
+            "patient_id": pid,
+            "substance": a["substance"],
+            "substance_code": code,
+            "substance_system": RXNORM_SYSTEM if code else None,
+            "category": a["category"],
+            "reaction": a["reaction"],
+            "severity": a["severity"],
+            "clinical_status": "active",
+            "author": a.get("author", clinician),
+            "recorded_at": a["recorded"],
+            "source": "demo",
+        })
+    for n, row in enumerate([*p["labs"], *p["vitals"]], 1):
         code, value, when = row[0], row[1], row[2]
         override = row[3] if len(row) > 3 else {}
         test = LOINC_TESTS[code]
         low, high = test.range_for(p["sex"])
         low, high = override.get("low", low), override.get("high", high)
-        db["observations"].insert(
-            {
-                "id": f"{pid}-obs-{n}",
-                "patient_id": pid,
-                "loinc_code": code,
-                "display": test.display,
-                "value_num": float(value),
-                "unit": test.unit,
-                "ref_low": low,
-                "ref_high": high,
-                "interpretation": interpretation(float(value), low, high),
-                "category": test.category,
-                "status": "final",
-                "effective_at": when,
-                "source": "demo",
-            }
-        )
+        rows["observations"].append({
+            "id": f"{pid}-obs-{n}",
+            "patient_id": pid,
+            "loinc_code": code,
+            "display": test.display,
+            "value_num": float(value),
+            "unit": test.unit,
+            "ref_low": low,
+            "ref_high": high,
+            "interpretation": interpretation(float(value), low, high),
+            "category": test.category,
+            "status": "final",
+            "effective_at": when,
+            "source": "demo",
+        })
     for n, note in enumerate(p["notes"], 1):
         encounter_id = f"{pid}-enc-{n}"
-        db["encounters"].insert(
-            {
-                "id": encounter_id,
-                "patient_id": pid,
-                "status": "finished",
-                "class_code": "IMP" if note["type"] == "discharge" else "AMB",
-                "type_display": note["title"],
-                "period_start": note["date"],
-                "period_end": note["date"],
-                "source": "demo",
-            }
-        )
-        db["document_references"].insert(
-            {
-                "id": f"{pid}-note-{n}",
-                "patient_id": pid,
-                "encounter_id": encounter_id,
-                "note_type": note["type"],
-                "title": note["title"],
-                "text": note["text"],
-                "author": note.get("author", clinician),
-                "created_at": note["date"],
-                "status": "current",
-                "source": "demo",
-            }
-        )
+        rows["encounters"].append({
+            "id": encounter_id,
+            "patient_id": pid,
+            "status": "finished",
+            "class_code": "IMP" if note["type"] == "discharge" else "AMB",
+            "type_display": note["title"],
+            "period_start": note["date"],
+            "period_end": note["date"],
+            "source": "demo",
+        })
+        rows["document_references"].append({
+            "id": f"{pid}-note-{n}",
+            "patient_id": pid,
+            "encounter_id": encounter_id,
+            "note_type": note["type"],
+            "title": note["title"],
+            "text": note["text"],
+            "author": note.get("author", clinician),
+            "created_at": note["date"],
+            "status": "current",
+            "source": "demo",
+        })
+    return rows

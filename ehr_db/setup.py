@@ -1,8 +1,9 @@
 """``ensure_database``: create or update the EHR database and load the demo patients.
 
-Invariant: idempotent and additive. It migrates the schema to the latest version and adds
-demo patients that are absent; it never deletes or rewrites existing records, so a second
-call changes nothing and returns quickly.
+Invariant: idempotent. It migrates the schema to the latest version, adds demo patients that
+are absent and refreshes rows that came from the demo source (``source = 'demo'``) when the
+shipped demo file or code catalog changed; it never deletes a record and never rewrites one a
+clinician or an import wrote, so a second call changes nothing and returns quickly.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ehr_db.db import opened
-from ehr_db.demo_loader import load_demo_patients
+from ehr_db.demo_loader import sync_demo_patients
 from ehr_db.migrations import migrate
 
 
 def ensure_database(path: Path, progress: Callable[[str], None] | None = None, *,
                     load_demo: bool = True) -> None:
-    """Create/migrate the EHR at ``path`` and load the synthetic demo patients if absent."""
+    """Create/migrate the EHR at ``path``, load absent demo patients and refresh demo rows."""
     say = progress or (lambda message: None)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -25,5 +26,10 @@ def ensure_database(path: Path, progress: Callable[[str], None] | None = None, *
         applied = migrate(db)
         say(f"schema: {len(applied)} migration(s) applied" if applied else "schema up to date")
         if load_demo:
-            added = load_demo_patients(db)
-            say(f"loaded {added} synthetic demo patient(s)" if added else "demo patients present")
+            load = sync_demo_patients(db)
+            if load.patients_added:
+                say(f"loaded {load.patients_added} synthetic demo patient(s)")
+            if load.rows_refreshed or load.rows_added:
+                say(f"demo records refreshed: {load.rows_refreshed} updated, {load.rows_added} added")
+            if not (load.patients_added or load.rows_refreshed or load.rows_added):
+                say("demo patients present")
