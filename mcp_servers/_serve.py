@@ -6,6 +6,8 @@ Invariants:
   process by the store's own ``ensure_database``.
 - ``serve`` runs stdio by default or streamable HTTP with ``--http HOST:PORT``; a malformed
   address is a usage error, not a traceback.
+- ``ArgumentErrors`` (attached to every server) turns fastmcp's argument-validation failure
+  into the contract's ``ToolError("<error_type>: ...")``, naming fields but never echoing values.
 """
 
 from __future__ import annotations
@@ -14,6 +16,31 @@ import argparse
 import threading
 from pathlib import Path
 from typing import Callable
+
+from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.server.middleware import Middleware
+from pydantic import ValidationError as PydanticValidationError
+
+from mcp_servers.contracts import tool_error_message
+
+# Pydantic error types that mean "nothing was given" rather than "something wrong was given".
+_MISSING = frozenset({"missing", "missing_argument", "string_too_short"})
+
+
+class ArgumentErrors(Middleware):
+    """Turn fastmcp's argument-validation failure into the contract's ToolError, naming the
+    fields but never echoing their values."""
+
+    async def on_call_tool(self, context, call_next):
+        try:
+            return await call_next(context)
+        except ValidationError as exc:
+            cause = exc.__cause__
+            details = cause.errors(include_input=False) if isinstance(cause, PydanticValidationError) else []
+            fields = sorted({str(d["loc"][0]) for d in details if d.get("loc")}) or ["arguments"]
+            kind = "missing_required_args" if details and all(d["type"] in _MISSING for d in details) \
+                else "invalid_args"
+            raise ToolError(tool_error_message(kind, "check " + ", ".join(fields))) from None
 
 
 class LazyDatabase:

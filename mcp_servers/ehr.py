@@ -27,15 +27,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError, ValidationError
-from fastmcp.server.middleware import Middleware
+from fastmcp.exceptions import ToolError
 from pydantic import Field
-from pydantic import ValidationError as PydanticValidationError
 
 from appliance import locations
 from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository
-from mcp_servers._serve import serve
+from mcp_servers._serve import ArgumentErrors, serve
 from mcp_servers.contracts import Name, PatientId, ShortText, tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr")
@@ -45,23 +43,6 @@ READ = {"readOnlyHint": True, "openWorldHint": False}
 WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 
 
-class _ArgumentErrors(Middleware):
-    """Turn fastmcp's argument-validation failure into the contract's ToolError, naming the
-    fields but never echoing their values."""
-
-    async def on_call_tool(self, context, call_next):
-        try:
-            return await call_next(context)
-        except ValidationError as exc:
-            cause = exc.__cause__
-            details = cause.errors(include_input=False) if isinstance(cause, PydanticValidationError) else []
-            fields = sorted({str(d["loc"][0]) for d in details if d.get("loc")}) or ["arguments"]
-            kind = "missing_required_args" if details and all(
-                d["type"] in ("missing", "missing_argument", "string_too_short") for d in details
-            ) else "invalid_args"
-            raise ToolError(tool_error_message(kind, "check " + ", ".join(fields))) from None
-
-
 mcp = FastMCP(
     "ehr",
     instructions=(
@@ -69,7 +50,7 @@ mcp = FastMCP(
         "patient ID, and write prescriptions, allergies and clinical notes."
     ),
     mask_error_details=True,
-    middleware=[_ArgumentErrors()],
+    middleware=[ArgumentErrors()],
 )
 
 _lock = threading.Lock()

@@ -23,7 +23,7 @@ from typing import Annotated, Iterator, Literal
 from fastmcp import FastMCP
 
 from appliance.locations import knowledge_db_path
-from mcp_servers._serve import LazyDatabase, serve
+from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
@@ -45,6 +45,7 @@ mcp = FastMCP(
         "Records marked demo are starter content, not authoritative sources."
     ),
     mask_error_details=True,
+    middleware=[ArgumentErrors()],
 )
 
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}

@@ -24,7 +24,7 @@ from typing import Annotated, Iterator
 from fastmcp import FastMCP
 
 from appliance.locations import umls_db_path
-from mcp_servers._serve import LazyDatabase, serve
+from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
@@ -39,6 +39,7 @@ mcp = FastMCP(
         "one, semantic type and a match score (1.0 exact preferred name, 0.9 exact synonym)."
     ),
     mask_error_details=True,
+    middleware=[ArgumentErrors()],
 )
 
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}

@@ -80,8 +80,27 @@ def test_unknown_drug_is_reported_as_not_in_database_never_as_no_warning(server)
 
 
 def test_drug_safety_rejects_arguments_outside_the_contract(server):
-    _, error = call("check_drug_safety", {"drug_name": "x" * 61})
-    assert error is not None and error[0] != "drug_not_in_database"
+    too_long = "Warfarinxyz" * 6
+    _, error = call("check_drug_safety", {"drug_name": too_long})
+    assert error == ("invalid_args", "check drug_name")
+    assert "Warfarinxyz" not in error[1]
+
+
+@pytest.mark.parametrize("tool, args, kind, field", [
+    ("check_drug_safety", {}, "missing_required_args", "drug_name"),
+    ("check_drug_safety", {"drug_name": ["Plavixqq"]}, "invalid_args", "drug_name"),
+    ("check_drug_interactions", {}, "missing_required_args", "drug_names"),
+    ("check_drug_interactions", {"drug_names": "Plavixqq"}, "invalid_args", "drug_names"),
+    ("search_medical_literature", {"query": 12345678}, "invalid_args", "query"),
+    ("find_clinical_trials", {"condition": "asthma", "status": "Plavixqq"}, "invalid_args", "status"),
+    ("get_trial_details", {}, "missing_required_args", "nct_id"),
+    ("check_drug_safety", {"drug_name": "warfarin", "Plavixqq": 1}, "invalid_args", "Plavixqq"),
+])
+def test_argument_errors_carry_the_contract_error_type_and_no_values(server, tool, args, kind, field):
+    _, error = call(tool, args)
+    assert error is not None and error[0] == kind
+    assert field in error[1]
+    assert "12345678" not in error[1] and "'Plavixqq'" not in error[1] and "input" not in error[1].lower()
 
 
 # -- check_drug_interactions -------------------------------------------------------------------
@@ -138,9 +157,9 @@ def test_same_drug_under_two_names_is_flagged(server):
 
 def test_interaction_list_length_follows_the_contract(server):
     _, error = call("check_drug_interactions", {"drug_names": ["warfarin"]})
-    assert error is not None
+    assert error == ("invalid_args", "check drug_names")
     _, error = call("check_drug_interactions", {"drug_names": ["warfarin"] * 7})
-    assert error is not None
+    assert error == ("invalid_args", "check drug_names")
 
 
 # -- literature --------------------------------------------------------------------------------

@@ -48,6 +48,20 @@ def test_concept_search_invalid_args(server, args):
     assert _error(server, "concept_search", args)[0] == "invalid_args"
 
 
+@pytest.mark.parametrize("tool, args, kind, field", [
+    ("concept_search", {}, "missing_required_args", "term"),
+    ("concept_search", {"term": "asthma", "max_results": "Tylenolqq"}, "invalid_args", "max_results"),
+    ("concept_search", {"term": ["Tylenolqq"]}, "invalid_args", "term"),
+    ("get_concept", {}, "missing_required_args", "cui"),
+    ("get_concept", {"cui": 20538123}, "invalid_args", "cui"),
+    ("get_semantic_type", {"cui": {"Tylenolqq": 1}}, "invalid_args", "cui"),
+])
+def test_argument_errors_carry_the_contract_error_type_and_no_values(server, tool, args, kind, field):
+    found, text = _error(server, tool, args)
+    assert found == kind and field in text
+    assert "Tylenolqq" not in text and "20538123" not in text and "input" not in text.lower()
+
+
 def test_concept_search_not_found(server):
     kind, text = _error(server, "concept_search", {"term": "qqzzxxvv"})
     assert kind == "not_found" and "qqzzxxvv" in text
