@@ -6,7 +6,9 @@ Invariants:
 - The database path is resolved lazily at the first call: ``configure(path)`` (tests, ``--db``)
   or ``appliance.locations.knowledge_db_path()``. A missing database is built from the shipped
   starter content (``ensure_database`` is idempotent).
-- The agent tools' parameters match ``contracts.ARG_SCHEMAS`` exactly (names, types, order).
+- The agent tools' parameters match ``contracts.ARG_SCHEMAS`` (names, types, order). The agent
+  always sends every field; for other MCP clients a nullable field may default to null here
+  (``find_clinical_trials.status``) without changing the agent's schema.
 - Expected failures are ``ToolError("<error_type>: <text>")`` with clinician-safe text; anything
   unexpected is masked by ``mask_error_details``. An unknown drug is ``drug_not_in_database``,
   never an empty result.
@@ -121,11 +123,11 @@ def search_medical_literature(
 
 
 @mcp.tool(annotations=READ_ONLY)
-def find_clinical_trials(condition: Name, status: Literal["recruiting", "active", "completed"] | None) -> dict:
+def find_clinical_trials(condition: Name, status: Literal["recruiting", "active", "completed"] | None = None) -> dict:
     """Find clinical trials for a condition, ranked by relevance.
 
     status: "recruiting" (open or about to open), "active" (ongoing: recruiting or running),
-    "completed", or null for any status. Returns NCT id, title, status, phase, conditions and
+    "completed", or null / omitted for any status. Returns NCT id, title, status, phase, conditions and
     locations. Records marked demo_record are demonstration entries, not real studies.
     """
     with _read() as db:

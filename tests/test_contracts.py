@@ -38,9 +38,25 @@ def test_server_tools_match_the_contracts(server):
         schema = tools[name].input_schema
         contract = ARG_SCHEMAS[name].model_json_schema()
         assert list(schema["properties"]) == list(contract["properties"]), name
-        assert sorted(schema.get("required", [])) == sorted(contract["required"]), name
+        # The agent's schema requires every field; a server may let other clients omit a
+        # nullable one (it then defaults to null), never a field the agent needs a value for.
+        assert set(schema.get("required", [])) <= set(contract["required"]), name
+        for field in set(contract["required"]) - set(schema.get("required", [])):
+            assert _nullable(contract["properties"][field]), f"{name}.{field} is not nullable in the contract"
+            assert schema["properties"][field].get("default", "absent") is None, f"{name}.{field}"
         for field, prop in contract["properties"].items():
             assert _normalise(schema["properties"][field]) == _normalise(prop), f"{name}.{field}"
+
+
+def _nullable(prop: dict) -> bool:
+    return any(p.get("type") == "null" for p in prop.get("anyOf", []))
+
+
+def test_agent_schemas_keep_every_field_required():
+    """The grammar needs every field required (nullable where it may be empty)."""
+    for name, model in ARG_SCHEMAS.items():
+        schema = model.model_json_schema()
+        assert sorted(schema.get("required", [])) == sorted(schema["properties"]), name
 
 
 @pytest.mark.parametrize("server", ["knowledge", "umls"])
