@@ -1,4 +1,5 @@
-"""The clinic terminal app: state, workers and message handlers.
+"""The clinic terminal app: start-up, turns and their message handlers. Sessions
+(``tui.sessions``) and the patient context (``tui.patients``) are mixins of the same app.
 
 Invariants:
 - The model load, tool start-up, health checks, chart loads and every agent turn run in
@@ -8,6 +9,8 @@ Invariants:
   holds its own lock). Questions asked while the model loads wait for it, visibly.
 - Errors from the model, tools or the session database become notices; none ends the app.
 - Writes to the record go through ``ApprovalBridge``: nothing is written without Approve.
+- A tool box reaches the app only in ``ToolsReady``; until then the start-up worker owns it
+  and closes it if start-up fails or is abandoned. The app closes the one it holds on exit.
 """
 
 from __future__ import annotations
@@ -26,32 +29,27 @@ from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.llama import LlamaModel
-from appliance.sessions import Session, SessionStore, SessionStoreError
-from appliance.tools.base import ToolOutcome
 from models.profiles import get_profile
 from mcp_servers.contracts import WRITE_TOOLS
 from tui import events
 from tui.actions import app_bindings
 from tui.approval import ApprovalBridge
-from tui.backend import (
-    ModelLoader, ToolsFactory, call_tool, close_quietly, ping_all, real_model_loader, real_tools_factory,
-)
+from tui.backend import ModelLoader, ToolsFactory, close_quietly, ping_all, real_model_loader, real_tools_factory
 from tui.commands import ClinicCommands
-from tui.workers import Closing, Turn, abandonable
+from tui.patients import PatientHandling
 from tui.screens.approval import ApprovalScreen
 from tui.screens.attach_image import AttachImageScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
-from tui.screens.patient_search import PatientSearchScreen
-from tui.screens.sessions import SessionsScreen
+from tui.sessions import SessionHandling
 from tui.widgets.question_input import QuestionInput
 from tui.widgets.status_bar import SERVERS
+from tui.workers import Closing, Turn, abandonable
 
 log = logging.getLogger(__name__)
-CHART_DEADLINE = 10.0
 
 
-class ClinicApp(App[int]):
+class ClinicApp(SessionHandling, PatientHandling, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "Offline clinical assistant"
     COMMANDS = App.COMMANDS | {ClinicCommands}
@@ -81,12 +79,11 @@ class ClinicApp(App[int]):
         self.bridge = ApprovalBridge(self, ApprovalScreen)
         self.model = None
         self.tools = None
-        self._started_tools = None
         self.drug_names: list[str] | None = None
         self.agent = None
         self.model_error: str | None = None
-        self.store: SessionStore | None = None
-        self.session: Session | None = None
+        self.store = None
+        self.session = None
         self.history: list[tuple[str, str]] = []
         self.patient_id: str | None = None
         self.image_path: str | None = None
@@ -103,17 +100,7 @@ class ClinicApp(App[int]):
         self.main.status.show_loading("starting")
         self._load_model()
         self._start_tools()
-        try:
-            self.store = SessionStore(self._sessions_path)
-        except SessionStoreError as exc:
-            self.notice(f"Sessions will not be saved: {exc}", "error")
-        if self._resume and self.store is not None:
-            target = self._resume
-            if target == "latest":
-                latest = self._store_call(self.store.latest_session)
-                target = latest.id if latest else None
-            if target:
-                self.resume_session(target)
+        self._open_store()
         if self._health_interval:
             self.set_interval(self._health_interval, self._periodic_health)
 
@@ -150,17 +137,30 @@ class ClinicApp(App[int]):
 
     @work(thread=True, group="tools", exit_on_error=False)
     def _start_tools(self) -> None:
+        """Start the tool box and read the drug dictionary. The worker owns the tool box until
+        ``ToolsReady`` is posted (the app owns it from then on), so it closes a box whose
+        start-up failed or was abandoned."""
         try:
             tools = abandonable(self._quitting, self._tools_factory)
-            self._started_tools = tools  # closed on exit even if the app never saw it
-            names = abandonable(self._quitting, tools.drug_names)
         except Closing:
             return
         except Exception as exc:  # noqa: BLE001
             log.exception("tool start-up failed")
             self.post_message(events.ToolsFailed(f"the clinical data services did not start ({type(exc).__name__})"))
             return
-        self.post_message(events.ToolsReady(tools, names))
+        try:
+            names = abandonable(self._quitting, tools.drug_names)
+        except Closing:
+            threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.exception("tool start-up failed")
+            close_quietly(tools)
+            self.post_message(events.ToolsFailed(f"the clinical data services did not start ({type(exc).__name__})"))
+            return
+        if not self.post_message(events.ToolsReady(tools, names)):  # the app is already closing
+            close_quietly(tools)
+            return
         try:
             self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
         except Closing:
@@ -354,112 +354,6 @@ class ClinicApp(App[int]):
             return self.patient_id is not None
         return True
 
-    # -- sessions ---------------------------------------------------------------------------
-    def _store_call(self, fn, *args, **kwargs):
-        if self.store is None:
-            return None
-        try:
-            return fn(*args, **kwargs)
-        except SessionStoreError as exc:
-            self.notice(f"Session storage problem: {exc}", "error")
-            return None
-
-    def _save(self, turn: Turn, reply: str, kind: str, status: str, trace: list[dict]) -> None:
-        if self.store is None:
-            return
-        if self.session is None:
-            self.session = self._store_call(self.store.create_session, model=self.profile.name,
-                                            patient_id=turn.patient_id)
-        if self.session is not None:
-            self._store_call(self.store.add_exchange, self.session.id, turn.question, reply, kind=kind,
-                             status=status, patient_id=turn.patient_id, trace=trace)
-
-    def action_new_session(self) -> None:
-        if self.turn is not None:
-            self.notice("Cancel the running answer first (Escape).", "warning")
-            return
-        self.session, self.history = None, []
-        self.main.chat.clear()
-        self.main.trace.clear_turns()
-        self._set_patient(None)
-        self.image_path = None
-        self.main.attachment.clear()
-        self.notice("New session started.")
-
-    def action_sessions(self) -> None:
-        if self.turn is not None:
-            self.notice("Cancel the running answer first (Escape).", "warning")
-            return
-        sessions = self._store_call(self.store.list_sessions) if self.store else None
-        if sessions is None:
-            self.notice("No saved sessions are available.", "warning")
-            return
-        self.push_screen(SessionsScreen(sessions), callback=lambda sid: sid and self.resume_session(sid))
-
-    def resume_session(self, session_id: str) -> None:
-        session = self._store_call(self.store.get_session, session_id)
-        messages = self._store_call(self.store.messages, session_id)
-        if session is None or messages is None:
-            return
-        self.session = session
-        self.history = [(m.role, m.text) for m in messages if m.status == "complete"]
-        self._turn_ids = self.main.show_stored(messages)
-        self._set_patient(session.patient_id, persist=False)
-        self.notice(f"Resumed: {session.title}")
-
-    # -- patient ----------------------------------------------------------------------------
-    def action_patient(self) -> None:
-        screen = PatientSearchScreen(self._search_patient, cursor_blink=self.cursor_blink)
-        self.push_screen(screen, callback=lambda match: match and self._set_patient(match["patient_id"], match.get("name")))
-
-    def _search_patient(self, name: str):
-        try:
-            return abandonable(self._quitting, call_tool, self.tools, "search_patient", {"name": name},
-                                self.settings.tool_deadline_seconds)
-        except Closing:
-            return ToolOutcome(error_type="service_unavailable", message="the terminal is closing")
-
-    def action_close_patient(self) -> None:
-        if self.patient_id:
-            self._set_patient(None)
-            self.notice("Patient closed.")
-
-    def _set_patient(self, patient_id: str | None, name: str | None = None, persist: bool = True) -> None:
-        self.patient_id = patient_id
-        self.refresh_bindings()
-        if patient_id is None:
-            self.main.patient.show_none()
-        else:
-            self.main.patient.show_loading(patient_id, name)
-            self._load_chart(patient_id)
-        if persist and self.session is not None:
-            self._store_call(self.store.set_patient, self.session.id, patient_id)
-
-    def _load_chart(self, patient_id: str) -> None:
-        if self.tools is not None:
-            self._fetch_chart(patient_id)
-
-    @work(thread=True, group="chart", exclusive=True, exit_on_error=False)
-    def _fetch_chart(self, patient_id: str) -> None:
-        try:
-            outcome = abandonable(self._quitting, call_tool, self.tools, "get_patient_chart",
-                                   {"patient_id": patient_id}, CHART_DEADLINE)
-        except Closing:
-            return
-        if outcome.ok:
-            self.post_message(events.ChartLoaded(patient_id, outcome.result or {}))
-        else:
-            self.post_message(events.ChartFailed(patient_id, outcome.message or outcome.error_type or "unknown error"))
-
-    def on_chart_loaded(self, message: events.ChartLoaded) -> None:
-        if message.patient_id == self.patient_id:
-            self.main.patient.show_chart(message.patient_id, message.chart)
-
-    def on_chart_failed(self, message: events.ChartFailed) -> None:
-        if message.patient_id == self.patient_id:
-            self.main.patient.show_problem(message.patient_id, message.message)
-            self.notice(f"The chart could not be loaded: {message.message}", "error")
-
     # -- image, trace, help, quit ------------------------------------------------------------
     def action_attach_image(self) -> None:
         self.push_screen(AttachImageScreen(self.image_analysable, cursor_blink=self.cursor_blink),
@@ -493,16 +387,12 @@ class ClinicApp(App[int]):
 
     async def on_unmount(self) -> None:
         self._shutdown_turns()
-        closer = threading.Thread(target=self._close_tools, name="clinic-close", daemon=True)
+        tools, self.tools = self.tools, None
+        closer = threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True)
         closer.start()
         deadline = time.monotonic() + 10  # a hung server must not hold the terminal open
         while closer.is_alive() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-
-    def _close_tools(self) -> None:
-        tools = self.tools or self._started_tools
-        self.tools = self._started_tools = None
-        close_quietly(tools)
 
 
 def run(settings: Settings | None = None, *, script: dict | None = None, resume: str | None = None) -> int:
