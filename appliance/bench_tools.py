@@ -3,6 +3,10 @@
 Invariants:
 - Runs in private data homes (writes never touch the clinic's record) and prints p50/p95 per
   tool; it asserts nothing.
+- Only successful calls are timed. A call that fails is counted (with its error type) and
+  reported next to the figures, never folded into them: a fast failure is not a fast tool.
+- Every tool of the three servers is measured: the agent's tools and the lookups around them
+  (trial details, concept and semantic-type lookups, both drug vocabularies).
 - The 100k-concept UMLS database is built by the same importer code path as a licensed import
   (``umls_import.build_synthetic`` writes RRF rows and imports them), and searched over stdio.
 """
@@ -15,20 +19,55 @@ import random
 import statistics
 import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
-TOOL_CALLS = {
-    "search_patient": {"name": "Maria Garcia"},
-    "get_patient_chart": {"patient_id": "abc-123"},
-    "check_drug_safety": {"drug_name": "warfarin"},
-    "check_drug_interactions": {"drug_names": ["warfarin", "aspirin", "ibuprofen"]},
-    "search_medical_literature": {"query": "atrial fibrillation anticoagulation"},
-    "find_clinical_trials": {"condition": "mesothelioma", "status": None},
-    "prescribe_medication": {"patient_id": "abc-123", "medication_name": "lisinopril", "dosage": "10 mg",
-                             "frequency": "once daily", "notes": None},
-    "add_allergy": {"patient_id": "abc-123", "substance": "latex", "reaction": "contact rash", "severity": "mild"},
-    "save_clinical_note": {"patient_id": "abc-123", "note_type": "progress", "note_text": "Stable; continue plan."},
-}
+# (server, tool, arguments), in report order.
+TOOL_CALLS: tuple[tuple[str, str, dict], ...] = (
+    ("ehr", "search_patient", {"name": "Maria Garcia"}),
+    ("ehr", "get_patient_chart", {"patient_id": "abc-123"}),
+    ("ehr", "prescribe_medication", {"patient_id": "abc-123", "medication_name": "lisinopril", "dosage": "10 mg",
+                                     "frequency": "once daily", "notes": None}),
+    ("ehr", "add_allergy", {"patient_id": "abc-123", "substance": "latex", "reaction": "contact rash",
+                            "severity": "mild"}),
+    ("ehr", "save_clinical_note", {"patient_id": "abc-123", "note_type": "progress",
+                                   "note_text": "Stable; continue plan."}),
+    ("knowledge", "check_drug_safety", {"drug_name": "warfarin"}),
+    ("knowledge", "check_drug_interactions", {"drug_names": ["warfarin", "aspirin", "ibuprofen"]}),
+    ("knowledge", "search_medical_literature", {"query": "atrial fibrillation anticoagulation"}),
+    ("knowledge", "find_clinical_trials", {"condition": "mesothelioma", "status": None}),
+    ("knowledge", "get_trial_details", {"nct_id": "NCT-DEMO-0001"}),
+    ("knowledge", "drug_vocabulary", {}),
+    ("umls", "concept_search", {"term": "hypertension", "max_results": 5}),
+    ("umls", "get_concept", {"cui": "C0020538"}),
+    ("umls", "get_semantic_type", {"cui": "C0043031"}),
+    ("umls", "drug_vocabulary", {}),
+)
+DEADLINE = 30.0
+
+
+@dataclass
+class Timing:
+    """Latencies of the successful calls and the error types of the failed ones."""
+
+    seconds: list[float] = field(default_factory=list)
+    failures: Counter = field(default_factory=Counter)
+
+    def record(self, outcome, elapsed: float) -> None:
+        if outcome.ok:
+            self.seconds.append(elapsed)
+        else:
+            self.failures[outcome.error_type or "unknown"] += 1
+
+    def summary(self) -> dict:
+        failed = sum(self.failures.values())
+        figures = percentiles(self.seconds) if self.seconds else {"p50_ms": None, "p95_ms": None}
+        out = {"n": len(self.seconds) + failed, "ok": len(self.seconds), "failed": failed,
+               "p50_ms": figures["p50_ms"], "p95_ms": figures["p95_ms"]}
+        if self.failures:
+            out["errors"] = dict(sorted(self.failures.items()))
+        return out
 
 
 def percentiles(samples: list[float]) -> dict:
@@ -37,35 +76,77 @@ def percentiles(samples: list[float]) -> dict:
     return {"n": len(ordered), "p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
 
 
-def _timed(box, server: str, tool: str, args: dict, n: int) -> list[float]:
-    box.call_server(server, tool, args, 30)  # warm: server start and first open are not the tool's latency
-    times = []
-    for _ in range(n):
+def time_calls(box, server: str, tool: str, args_list: list[dict]) -> Timing:
+    """Call ``tool`` once per argument set; time the successes, count the failures."""
+    timing = Timing()
+    for args in args_list:
         started = time.perf_counter()
-        outcome = box.call_server(server, tool, args, 30)
-        times.append(time.perf_counter() - started)
-        if not outcome.ok:
-            raise RuntimeError(f"{tool} failed during the benchmark: {outcome.error_type}")
-    return times
+        outcome = box.call_server(server, tool, args, DEADLINE)
+        timing.record(outcome, time.perf_counter() - started)
+    return timing
 
 
-def _umls_queries(box, rng: random.Random, n: int) -> dict[str, list[dict]]:
-    names = []
-    while len(names) < n:
-        cui = f"C9{rng.randrange(100_000):06d}"
-        outcome = box.call_server("umls", "get_concept", {"cui": cui}, 30)
-        if outcome.ok and outcome.result.get("name"):
+def bench_tool_calls(box, n: int) -> dict[str, dict]:
+    """p50/p95 of every tool in ``TOOL_CALLS`` (after one warm-up call each)."""
+    report = {}
+    for server, tool, args in TOOL_CALLS:
+        box.call_server(server, tool, args, DEADLINE)  # warm: server start and first open are not the tool's latency
+        report[f"{server}.{tool}"] = time_calls(box, server, tool, [args] * n).summary()
+    return report
+
+
+def umls_queries(box, rng: random.Random, n: int, concepts: int = 100_000) -> tuple[dict[str, list[dict]], int]:
+    """Exact, prefix and one-typo queries built from names of random synthetic concepts, and
+    the number of lookups that failed while picking them (bounded: never loops forever)."""
+    names, failed = [], 0
+    for _ in range(max(20 * n, 100)):
+        if len(names) >= n:
+            break
+        outcome = box.call_server("umls", "get_concept", {"cui": f"C9{rng.randrange(concepts):06d}"}, DEADLINE)
+        if outcome.ok and outcome.result and outcome.result.get("name"):
             names.append(outcome.result["name"])
+        else:
+            failed += 1
 
     def typo(name: str) -> str:
         i = rng.randrange(1, max(2, len(name) - 1))
         return name[:i] + name[i + 1:]
 
     return {
-        "exact": [{"term": s} for s in names],
-        "prefix": [{"term": s.split()[0][:5]} for s in names],
-        "typo": [{"term": typo(s)} for s in names],
-    }
+        "exact": [{"term": s, "max_results": 5} for s in names],
+        "prefix": [{"term": s.split()[0][:5], "max_results": 5} for s in names],
+        "typo": [{"term": typo(s), "max_results": 5} for s in names],
+    }, failed
+
+
+def bench_concept_search(box, queries: dict[str, list[dict]]) -> dict[str, dict]:
+    return {kind: time_calls(box, "umls", "concept_search", args_list).summary()
+            for kind, args_list in queries.items()}
+
+
+def _ms(value) -> str:
+    return f"{value:8.2f}" if value is not None else f"{'-':>8}"
+
+
+def print_report(report: dict, concepts: int) -> None:
+    print(f"{'tool (stdio, warm)':40} {'ok':>4} {'failed':>6} {'p50 ms':>8} {'p95 ms':>8}")
+    for tool, p in report["tools"].items():
+        print(f"{tool:40} {p['ok']:4d} {p['failed']:6d} {_ms(p['p50_ms'])} {_ms(p['p95_ms'])}")
+    big = report["concept_search_100k"]
+    print(f"\nconcept_search on {concepts:,} synthetic concepts (built through the RRF importer in "
+          f"{big['build_seconds']} s, {big['db_mib']} MiB):")
+    for kind in ("exact", "prefix", "typo"):
+        p = big[kind]
+        print(f"  {kind:8} ok={p['ok']:3d} failed={p['failed']:3d}  p50 {_ms(p['p50_ms']).strip()} ms  "
+              f"p95 {_ms(p['p95_ms']).strip()} ms")
+    failures = {name: p["errors"] for name, p in [*report["tools"].items(), *big.items()]
+                if isinstance(p, dict) and p.get("errors")}
+    if big.get("query_lookups_failed"):
+        failures["picking queries (get_concept)"] = {"failed": big["query_lookups_failed"]}
+    if failures:
+        print("\nFAILED CALLS (not timed):")
+        for name, errors in failures.items():
+            print(f"  {name}: " + ", ".join(f"{kind} x{count}" for kind, count in errors.items()))
 
 
 def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False) -> int:
@@ -78,12 +159,7 @@ def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False) 
         os.environ["APPLIANCE_HOME"] = home
         init_home(progress=lambda _m: None, with_model=False)
         with MCPToolBox(env={"APPLIANCE_HOME": home}) as box:
-            for tool, args in TOOL_CALLS.items():
-                server = "ehr" if tool in ("search_patient", "get_patient_chart", "prescribe_medication",
-                                           "add_allergy", "save_clinical_note") else "knowledge"
-                report["tools"][tool] = percentiles(_timed(box, server, tool, args, n))
-            report["tools"]["concept_search (starter subset)"] = percentiles(
-                _timed(box, "umls", "concept_search", {"term": "hypertension", "max_results": 5}, n))
+            report["tools"] = bench_tool_calls(box, n)
 
     with tempfile.TemporaryDirectory(prefix="appliance-bench-umls-") as big:
         db = Path(big) / "umls.sqlite"
@@ -92,25 +168,12 @@ def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False) 
         report["concept_search_100k"]["build_seconds"] = round(time.perf_counter() - started, 1)
         report["concept_search_100k"]["db_mib"] = round(db.stat().st_size / 2**20, 1)
         with MCPToolBox(env={"APPLIANCE_HOME": big}) as box:
-            queries = _umls_queries(box, random.Random(11), n)
-            for kind, args_list in queries.items():
-                times = []
-                for args in args_list:
-                    started = time.perf_counter()
-                    box.call_server("umls", "concept_search", {**args, "max_results": 5}, 30)
-                    times.append(time.perf_counter() - started)
-                report["concept_search_100k"][kind] = percentiles(times)
+            queries, failed = umls_queries(box, random.Random(11), n, concepts)
+            report["concept_search_100k"]["query_lookups_failed"] = failed
+            report["concept_search_100k"].update(bench_concept_search(box, queries))
 
     if as_json:
         print(json.dumps(report, indent=2))
-        return 0
-    print(f"{'tool (stdio, warm)':36} {'n':>4} {'p50 ms':>8} {'p95 ms':>8}")
-    for tool, p in report["tools"].items():
-        print(f"{tool:36} {p['n']:4d} {p['p50_ms']:8.2f} {p['p95_ms']:8.2f}")
-    big = report["concept_search_100k"]
-    print(f"\nconcept_search on {concepts:,} synthetic concepts (built through the RRF importer in "
-          f"{big['build_seconds']} s, {big['db_mib']} MiB):")
-    for kind in ("exact", "prefix", "typo"):
-        p = big[kind]
-        print(f"  {kind:8} n={p['n']:3d}  p50 {p['p50_ms']:.2f} ms  p95 {p['p95_ms']:.2f} ms")
+    else:
+        print_report(report, concepts)
     return 0
