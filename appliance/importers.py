@@ -30,11 +30,28 @@ def _progress_bar(message: str) -> None:
     print(f"\r{message[:100]:100}", end="", flush=True)
 
 
-def _byte_bar(done: int, total: int) -> None:
-    """A text progress bar for imports of millions of rows."""
-    fraction = done / total if total else 1.0
-    filled = int(fraction * 40)
-    print(f"\r[{'#' * filled}{'.' * (40 - filled)}] {fraction:6.1%} of {total / 2**20:.1f} MiB", end="", flush=True)
+class _ByteBar:
+    """A text progress bar for imports of millions of rows: bytes read, then the stage under way
+    (index builds after reading can take minutes, so 100% alone would look finished)."""
+
+    def __init__(self) -> None:
+        self.done = self.total = 0
+        self.stage = "reading"
+
+    def bytes(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        self._draw()
+
+    def step(self, name: str) -> None:
+        self.stage = name
+        self._draw()
+
+    def _draw(self) -> None:
+        fraction = self.done / self.total if self.total else 1.0
+        filled = int(fraction * 40)
+        line = (f"[{'#' * filled}{'.' * (40 - filled)}] {fraction:6.1%} of {self.total / 2**20:.1f} MiB"
+                f" - {self.stage}")
+        print(f"\r{line[:100]:100}", end="", flush=True)
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -66,7 +83,8 @@ def run_import(area: str, kind: str, path: Path) -> str:
         if area == "ehr":
             report = importer(db_path, path)
         elif area == "umls":
-            report = importer(db_path, path, byte_progress=_byte_bar)
+            bar = _ByteBar()
+            report = importer(db_path, path, byte_progress=bar.bytes, stage=bar.step)
         else:
             report = importer(path, db_path=db_path, progress=_progress_bar)
     except _expected_errors() as exc:  # the importers' own errors for unreadable input

@@ -15,8 +15,11 @@ Invariants:
   imported concepts with the same CUI (source ``CURATED``), so 'HTN' or 'Tylenol' still resolve.
 - Importing the same files twice gives the same database.
 - Progress is reported after every batch and at the end: ``progress(message)`` gets a line such
-  as "UMLS import: 12.3 of 40.0 MB read (31%)" (what ``appliance umls import`` shows as its
-  progress bar); ``byte_progress(done_bytes, total_bytes)`` gets the raw numbers.
+  as "UMLS import: 12.3 of 40.0 MB read (31%)"; ``byte_progress(done_bytes, total_bytes)`` gets
+  the raw numbers (what ``appliance umls import`` shows as its progress bar). Reading ends at
+  100% but the import is not done: the index builds that follow (curated names, concepts and
+  codes, full-text index, typo index, commit) can take minutes on a full release, so each is
+  announced as it starts through ``stage(name)`` and as a ``progress`` line.
 - An input that yields no kept English atoms raises ``UmlsImportError`` and the transaction is
   rolled back, so a wrong directory never empties a working database.
 """
@@ -149,10 +152,17 @@ def _add_curated(db) -> int:
 
 
 def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_progress: ByteProgress = None,
-               add_curated: bool = True) -> ImportReport:
+               add_curated: bool = True, stage: Progress = None) -> ImportReport:
     """Replace the UMLS store's content with the English, non-suppressed SNOMED CT, RxNorm,
     LOINC and MeSH atoms of ``rrf_dir/MRCONSO.RRF`` and their ``MRSTY.RRF`` semantic types."""
     started = time.monotonic()
+
+    def announce(name: str) -> None:
+        if stage:
+            stage(name)
+        if progress:
+            progress(f"UMLS import: {name}")
+
     db_path, rrf_dir = Path(db_path), Path(rrf_dir)
     mrconso, mrsty = rrf_dir / "MRCONSO.RRF", rrf_dir / "MRSTY.RRF"
     for path in (mrconso, mrsty):
@@ -173,15 +183,18 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
                 report.semtype_rows_read += len(batch)
                 store.insert_semtypes(db, [(f[0], f[1], f[3]) for f in batch])
                 reader.tick()
+            reader.tick()  # reading is done: 100%, then the stages below
             if add_curated:
+                announce("adding curated names")
                 report.curated_atoms_added = _add_curated(db)
-            report.concepts = store.finalize(db)
+            report.concepts = store.finalize(db, announce)
             report.semtype_rows_kept = db.execute("SELECT COUNT(*) FROM semtypes").fetchone()[0]
             store.set_meta(db, "content", "rrf")
             store.set_meta(db, "rrf_source", str(rrf_dir.resolve()))
             store.set_meta(db, "starter_hash", "")
+            announce("writing the database")
     report.bytes_read = reader.done
-    reader.tick()
+    announce("done")
     report.seconds = time.monotonic() - started
     return report
 

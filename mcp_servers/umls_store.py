@@ -166,7 +166,10 @@ def insert_semtypes(db: sqlite_utils.Database, rows: Iterable[tuple[str, str, st
 
 
 def finalize(db: sqlite_utils.Database, say: Callable[[str], None] = lambda _m: None) -> int:
-    """Derive concepts and codes from the atoms and rebuild FTS and the fuzzy index; return concept count."""
+    """Derive concepts and codes from the atoms and rebuild FTS and the fuzzy index; return concept count.
+
+    ``say`` is told each stage as it starts (derived concepts, full-text index, typo index)."""
+    say("deriving concepts and codes")
     # SQLite takes the bare columns of a MIN() aggregate from the row holding the minimum.
     db.execute(
         "INSERT INTO concepts (cui, name, atom_count) SELECT cui, str, n FROM ("

@@ -72,7 +72,9 @@ def test_progress_reports_bytes_up_to_the_total(imported):
     total = (RRF / "MRCONSO.RRF").stat().st_size + (RRF / "MRSTY.RRF").stat().st_size
     assert seen[-1] == (total, total) == (report.bytes_read, total)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
-    assert messages[-1].endswith("(100%)") and len(messages) == len(seen)
+    reading = [m for m in messages if "MB read" in m]
+    assert reading[-1].endswith("(100%)") and len(reading) == len(seen)
+    assert messages[-1] == "UMLS import: done" and "UMLS import: building the typo index" in messages
 
 
 def test_import_is_idempotent_and_survives_ensure_database(imported):
@@ -123,3 +125,24 @@ def test_build_synthetic_goes_through_the_import(tmp_path):
     results = store.search(db, name, 25)
     mine = [r for r in results if r["cui"] == "C9000123"]
     assert mine and mine[0]["score"] == 1.0 and mine[0]["snomed_code"] == "100123"
+
+
+def test_progress_goes_on_past_reading_through_the_index_builds(tmp_path):
+    events: list[tuple] = []
+    umls_import.import_rrf(tmp_path / "umls.sqlite", RRF, byte_progress=lambda d, t: events.append(("bytes", d, t)),
+                           stage=lambda name: events.append(("stage", name)))
+    last_bytes = max(i for i, e in enumerate(events) if e[0] == "bytes")
+    assert events[last_bytes][1] == events[last_bytes][2]  # reading reached 100%
+    stages = [e[1] for e in events[last_bytes + 1:]]
+    assert stages == ["adding curated names", "deriving concepts and codes", "building the full-text index",
+                      "building the typo index", "writing the database", "done"]
+
+
+def test_cli_progress_bar_shows_the_stages(tmp_path, monkeypatch, capsys):
+    from appliance.importers import run_import
+
+    monkeypatch.setenv("APPLIANCE_HOME", str(tmp_path / "home"))
+    summary = run_import("umls", "rrf", RRF)
+    out = capsys.readouterr().out
+    assert "100.0%" in out and "3 concepts" in summary
+    assert out.index("building the full-text index") < out.index("building the typo index") < out.index("- done")
