@@ -74,3 +74,74 @@ def test_two_writers_in_parallel(ehr_path):
         t.join(timeout=60)
     assert errors == []
     assert row_counts(ehr_path)["allergy_intolerances"] == before["allergy_intolerances"] + 40
+
+
+def test_tool_readers_while_a_tool_writer_writes(ehr_path):
+    """The same through the MCP tools: fastmcp Clients in several threads (each its own event
+    loop and session) read charts while another writes; no call fails, nothing says 'locked'."""
+    import asyncio
+
+    from fastmcp import Client
+
+    from mcp_servers import ehr
+
+    ehr.configure(ehr_path)
+    before = row_counts(ehr_path)
+    failures: list[str] = []
+    done = threading.Event()
+    reads = [0] * READERS
+
+    async def write_all():
+        async with Client(ehr.mcp) as client:
+            for n in range(WRITES):
+                for tool, args in (
+                    ("prescribe_medication", {"patient_id": "abc-123", "medication_name": "Metformin",
+                                              "dosage": "500 mg", "frequency": "BID", "notes": f"batch {n}"}),
+                    ("save_clinical_note", {"patient_id": "pat-001", "note_type": "progress", "note_text": f"Note {n}"}),
+                ):
+                    result = await client.call_tool(tool, args, raise_on_error=False)
+                    if result.is_error:
+                        failures.append(f"{tool}: {result.content[0].text}")
+
+    async def read_until_done(slot: int):
+        async with Client(ehr.mcp) as client:
+            while not done.is_set() or reads[slot] < 5:
+                chart = await client.call_tool("get_patient_chart", {"patient_id": "abc-123"}, raise_on_error=False)
+                found = await client.call_tool("search_patient", {"name": "James Wilson"}, raise_on_error=False)
+                for result in (chart, found):
+                    if result.is_error:
+                        failures.append(result.content[0].text)
+                if not chart.is_error:
+                    assert all(m["dosage"] and m["author"] for m in chart.structured_content["medications"])
+                reads[slot] += 1
+
+    def writer():
+        try:
+            asyncio.run(write_all())
+        except BaseException as exc:  # collected and asserted below
+            failures.append(repr(exc))
+        finally:
+            done.set()
+
+    def reader(slot: int):
+        try:
+            asyncio.run(read_until_done(slot))
+        except BaseException as exc:
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader, args=(i,)) for i in range(READERS)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        ehr.configure(None)
+    assert not any(t.is_alive() for t in threads)
+    assert failures == [], failures[:3]
+    assert not any("locked" in f or "busy" in f for f in failures)
+    assert all(n >= 5 for n in reads)
+    after = row_counts(ehr_path)
+    assert after["medication_requests"] == before["medication_requests"] + WRITES
+    assert after["document_references"] == before["document_references"] + WRITES
+    assert after["audit_log"] == before["audit_log"] + 2 * WRITES
