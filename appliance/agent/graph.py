@@ -62,6 +62,24 @@ class TurnResult:
         }
 
 
+class _CancellableModel:
+    """The turn's model with its cancel event attached to every call, so a cancel stops the
+    node being generated at its next token, constrained or free."""
+
+    def __init__(self, model: LanguageModel, cancel: threading.Event):
+        self._model, self._cancel = model, cancel
+
+    def generate_constrained(self, *args, **kwargs):
+        return self._model.generate_constrained(*args, cancel=self._cancel, **kwargs)
+
+    def generate_free(self, *args, **kwargs):
+        kwargs.setdefault("cancel", self._cancel)
+        return self._model.generate_free(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
 @dataclass
 class Agent:
     model: LanguageModel
@@ -110,6 +128,7 @@ class Agent:
             if on_event:
                 on_event(event)
 
+        llm = _CancellableModel(self.model, cancel) if cancel is not None else self.model
         node = "INPUT_ASSEMBLY"
         for _ in range(MAX_NODE_VISITS):
             if cancel is not None and cancel.is_set() and node != "SYNTHESIZE":
@@ -128,12 +147,12 @@ class Agent:
                 }, model_call=False)
                 node = "INTENT_CLASSIFY"
             elif node == "INTENT_CLASSIFY":
-                update, output = intent_classify.run(state, self.model)
+                update, output = intent_classify.run(state, llm)
                 state = state.merge(update)
                 emit(node, started, output)
                 node = "SYNTHESIZE" if state.intent == "DIRECT" else "TOOL_SELECT"
             elif node == "TOOL_SELECT":
-                update, output = tool_select.run(state, self.model)
+                update, output = tool_select.run(state, llm)
                 state = state.merge(update)
                 emit(node, started, output, tool=output.get("tool_name"), args=output.get("args"))
                 node = "DETERMINISTIC_ROUTER" if state.current_tool == "none" else "TOOL_EXECUTE"
@@ -149,7 +168,7 @@ class Agent:
                      tool=result.tool_name, args=result.args, result_summary=summary)
                 node = "RESULT_CLASSIFY"
             elif node == "RESULT_CLASSIFY":
-                update, output = result_classify.run(state, self.model)
+                update, output = result_classify.run(state, llm)
                 state = state.merge(update)
                 tool_calls[-1]["classification"] = output["quality"]
                 emit(node, started, output)
@@ -166,13 +185,13 @@ class Agent:
                 emit(node, started, {}, model_call=False, decision=decision.next, reason=decision.reason)
                 node = decision.next
             elif node == "ERROR_HANDLER":
-                update, output, nxt, reason = error_handler.run(state, self.model, self.limits)
+                update, output, nxt, reason = error_handler.run(state, llm, self.limits)
                 update["router_decisions"] = [RouterDecision(node, nxt, reason)]
                 state = state.merge(update)
                 emit(node, started, output, decision=nxt, reason=reason)
                 node = nxt
             elif node == "SYNTHESIZE":
-                update, output = synthesize.run(state, self.model, on_token=on_token, cancel=cancel)
+                update, output = synthesize.run(state, llm, on_token=on_token, cancel=cancel)
                 state = state.merge(update)
                 kind = output["kind"]
                 emit(node, started, output)

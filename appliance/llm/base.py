@@ -3,8 +3,8 @@
 Invariants:
 - ``generate_constrained`` returns an instance of the schema or raises a ``GenerationError``;
   it never returns unvalidated data.
-- ``generate_free`` returns text; ``on_token`` sees each piece as it is produced and may stop
-  the generation by setting ``cancel``.
+- ``generate_free`` returns text; ``on_token`` sees each piece as it is produced. Either call
+  stops before its next model step once ``cancel`` is set, raising ``GenerationCancelled``.
 - Each call records a ``CallStats`` in ``last_stats`` for traces and benchmarks.
 """
 
@@ -37,6 +37,7 @@ class CallStats:
     eval_seconds: float = 0.0  # time inside llama.cpp evaluation
     sampled_tokens: int = 0  # tokens chosen from logits (the rest were fed in batches)
     fallbacks: int = 0  # steps where the first choice was rejected
+    closed_early: int = 0  # strings the decoder closed at their maxLength or the token budget
 
     @property
     def tokens_per_second(self) -> float:
@@ -55,6 +56,7 @@ class LanguageModel(Protocol):
         *,
         temperature: float,
         max_tokens: int,
+        cancel: threading.Event | None = None,
     ) -> T: ...
 
     def generate_free(

@@ -122,15 +122,17 @@ class PrefixCache:
         return True
 
     # -- the one entry point -------------------------------------------------------------
-    def prime(self, static: str, dynamic: str) -> PrefillStats:
-        """Make the KV cache hold static+dynamic with fresh logits for the last token."""
+    def prime(self, static: str, dynamic: str, reserve: int = 0) -> PrefillStats:
+        """Make the KV cache hold static+dynamic with fresh logits for the last token, checking
+        first that the prompt and ``reserve`` generated tokens fit the context."""
         s_tokens = self.tokenize(static, bos=True)
         d_tokens = self.llm.tokenize(dynamic.encode("utf-8"), add_bos=False, special=True)
         target = s_tokens + d_tokens
-        if len(target) >= self.llm.n_ctx():
+        if len(target) + reserve > self.llm.n_ctx():
             from appliance.errors import GenerationError
 
-            raise GenerationError(f"prompt of {len(target)} tokens does not fit the {self.llm.n_ctx()}-token context")
+            raise GenerationError(f"a prompt of {len(target)} tokens and up to {reserve} generated tokens "
+                                  f"do not fit the {self.llm.n_ctx()}-token context")
         stats = PrefillStats(prompt_tokens=len(target), static_tokens=len(s_tokens))
         keep = _common_prefix(self.current(), target)
         stats.snapshot_hit = keep >= len(s_tokens) > 1  # the static prefix was already in place

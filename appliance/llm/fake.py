@@ -13,7 +13,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from appliance.errors import ScriptError
+from appliance.errors import GenerationCancelled, ScriptError
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.prompt import Message
 
@@ -55,7 +55,10 @@ class ScriptedModel:
             raise reply
         return reply
 
-    def generate_constrained(self, node, messages: Sequence[Message], schema: type[T], *, temperature, max_tokens) -> T:
+    def generate_constrained(self, node, messages: Sequence[Message], schema: type[T], *, temperature, max_tokens,
+                             cancel: threading.Event | None = None) -> T:
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled(f"{node}: cancelled")
         self.history.append(Call(node, list(messages), schema.__name__, temperature, max_tokens))
         reply = self._next(node)
         text = reply if isinstance(reply, str) else json.dumps(reply)
@@ -79,7 +82,7 @@ class ScriptedModel:
         pieces = []
         for word in reply.split(" "):
             if cancel is not None and cancel.is_set():
-                break
+                raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces")  # as the runtime does
             piece = word if not pieces else " " + word
             pieces.append(piece)
             if on_token:

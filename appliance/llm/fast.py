@@ -87,6 +87,10 @@ class BudgetExceeded(Exception):
     """The output would need more tokens than the caller allowed."""
 
 
+class Cancelled(Exception):
+    """The caller's cancel event was set: decoding stopped before the next model step."""
+
+
 class SchemaDecoder:
     """Walks a JSON schema, asking ``backend`` for logits and feeding it tokens.
 
@@ -94,8 +98,9 @@ class SchemaDecoder:
     ``tokenize(text) -> list[int]`` (no BOS, no special tokens) and ``rng``.
     """
 
-    def __init__(self, backend, table: TokenTable, temperature: float, budget: int | None = None):
+    def __init__(self, backend, table: TokenTable, temperature: float, budget: int | None = None, cancel=None):
         self.b = backend
+        self.cancel = cancel  # a threading.Event checked before every model step
         self.budget = budget
         self.t = table
         self.temperature = temperature
@@ -133,6 +138,8 @@ class SchemaDecoder:
         return left is None or left >= chars
 
     def _logits(self) -> np.ndarray:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled()
         self._flush()
         return self.b.logits()
 

@@ -25,7 +25,7 @@ from typing import Sequence
 from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.context import DecoderBackend, PrefixCache
-from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable, fast_supported, sample_free
+from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_supported, sample_free
 from appliance.llm.grammar import grammar_for
 from appliance.llm.prompt import START, Message, render_gemma
 from models.profiles import ModelProfile
@@ -106,6 +106,7 @@ class LlamaModel:
         self._table: TokenTable | None = None
         self._backend = DecoderBackend(self.cache, self._llm.n_vocab())
         self._fast_ok: dict[type, bool] = {}
+        self._json_schemas: dict[type, dict] = {}
 
     @property
     def table(self) -> TokenTable:
@@ -137,30 +138,40 @@ class LlamaModel:
     # -- interface -----------------------------------------------------------------------
     def generate_constrained(
         self, node: str, messages: Sequence[Message], schema: type[T], *, temperature: float, max_tokens: int,
-        decoder: str | None = None,
+        decoder: str | None = None, cancel: threading.Event | None = None,
     ) -> T:
+        # Whatever the decoder, a schema must have a safe grammar (the language both decoders
+        # produce); anything else is refused here with SchemaNotSupported, before any decoding.
+        grammar_for(schema)
         mode = decoder or self.decoder
         if mode == "fast":
             supported = self._fast_ok.get(schema)
             if supported is None:
                 supported = self._fast_ok[schema] = fast_supported(schema.model_json_schema())
             if supported:
-                return self._constrained_fast(node, messages, schema, temperature, max_tokens)
+                return self._constrained_fast(node, messages, schema, temperature, max_tokens, cancel)
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled(f"{node}: cancelled before it started")
         return self._constrained_grammar(node, messages, schema, temperature, max_tokens)
 
-    def _constrained_fast(self, node, messages, schema: type[T], temperature: float, max_tokens: int) -> T:
+    def _constrained_fast(self, node, messages, schema: type[T], temperature: float, max_tokens: int,
+                          cancel: threading.Event | None = None) -> T:
         static, dynamic = split_static(messages)
+        json_schema = self._json_schemas.get(schema)
+        if json_schema is None:
+            json_schema = self._json_schemas[schema] = schema.model_json_schema()
         started = time.perf_counter()
         with self._lock:
             table = self.table
             eval_before = self.cache.eval_seconds
-            prefill = self.cache.prime(static, dynamic)
-            dec = SchemaDecoder(self._backend, table, temperature, budget=max_tokens)
-            json_schema = schema.model_json_schema()
+            prefill = self.cache.prime(static, dynamic, reserve=max_tokens)
+            dec = SchemaDecoder(self._backend, table, temperature, budget=max_tokens, cancel=cancel)
             try:
                 dec.value(json_schema, json_schema.get("$defs", {}))
             except BudgetExceeded:
                 raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}") from None
+            except Cancelled:
+                raise GenerationCancelled(f"{node}: cancelled") from None
             eval_seconds = self.cache.eval_seconds - eval_before
         text = self.last_text = "".join(dec.out)
         generated = dec.stats.fed_tokens + dec.stats.sampled_tokens
@@ -169,6 +180,7 @@ class LlamaModel:
             seconds=time.perf_counter() - started, finish_reason="stop",
             prefill_tokens=prefill.prefill_tokens, cache_hit=prefill.snapshot_hit, static_tokens=prefill.static_tokens,
             eval_seconds=eval_seconds, sampled_tokens=dec.stats.sampled_tokens, fallbacks=dec.stats.fallbacks,
+            closed_early=dec.stats.closed_early,
         )
         return parse_constrained(text, schema)
 
@@ -219,7 +231,7 @@ class LlamaModel:
         with self._lock:
             table = self.table
             eval_before = self.cache.eval_seconds
-            prefill = self.cache.prime(static, dynamic)
+            prefill = self.cache.prime(static, dynamic, reserve=max_tokens)
             count = 0
             for count in range(1, max_tokens + 1):
                 if cancel is not None and cancel.is_set():

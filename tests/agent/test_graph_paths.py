@@ -348,3 +348,27 @@ def test_trace_has_one_event_per_node_with_labels_and_timings():
     assert router_event.decision == SY and router_event.reason
     payload = result.to_json()
     assert set(payload) >= {"response", "path", "tool_calls", "router", "timings", "intent"}
+
+
+def test_every_node_call_uses_seed_002_section_7_settings():
+    # (node, schema) -> (temperature, max_tokens) as seed 002 §7 gives them; a dictated
+    # clinical note is the one documented exception (never cut: its schema's longest output).
+    from appliance.agent.nodes.common import token_budget
+    from mcp_servers.contracts import ARG_SCHEMAS
+
+    expected = {
+        (IC, "IntentClassification"): (0.0, 256), (TS, "ToolSelection"): (0.0, 64),
+        (TS, "DrugSafetyArgs"): (0.0, 128), (RC, "ResultAssessment"): (0.0, 128),
+        (EH, "RetryStrategy"): (0.0, 64), (SY, None): (0.5, 256),
+    }
+    _, model, _ = run(
+        "Check FDA warnings for amiodarone",
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
+         RC: [{"quality": "error_retryable", "brief_summary": "Timed out."}, good()],
+         EH: [{"strategy": "retry_same", "reasoning": "temporary"}], SY: ["Amiodarone: pulmonary toxicity warning."]},
+        {"check_drug_safety": [{"error_type": "timeout", "message": "late"}, {"result": {"boxed_warning": "Pulmonary toxicity."}}]},
+    )
+    seen = {(c.node, c.schema): (c.temperature, c.max_tokens) for c in model.history}
+    assert seen == expected
+    note = ARG_SCHEMAS["save_clinical_note"]
+    assert token_budget(note, 128, whole=True) > 1000  # the note's own bound, far above 128

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from pydantic import BaseModel, Field
 
 from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
 from appliance.agent.nodes.input_assembly import DrugDictionary, extract_entities
@@ -151,3 +152,56 @@ def test_loading_the_model_prints_nothing_into_the_terminal():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "loaded"
     assert proc.stderr == ""
+
+
+def test_a_constrained_call_is_cancelled_at_its_next_token_and_the_model_stays_usable(model):
+    import threading
+
+    from appliance.agent.schemas import IntentClassification
+    from appliance.errors import GenerationCancelled
+    from appliance.llm.prompt import Message
+
+    messages = [Message("system", "Classify the request. Answer with JSON only."), Message("user", "Define asthma.")]
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(GenerationCancelled):
+        model.generate_constrained("INTENT_CLASSIFY", messages, IntentClassification, temperature=0.0,
+                                   max_tokens=256, cancel=cancel)
+    out = model.generate_constrained("INTENT_CLASSIFY", messages, IntentClassification, temperature=0.0, max_tokens=256)
+    assert out.intent in ("DIRECT", "TOOL_NEEDED")
+
+
+def test_a_budget_below_the_longest_output_still_gives_a_valid_object(model):
+    from appliance.agent.schemas import ResultAssessment
+    from appliance.llm.grammar import accepts
+    from appliance.llm.prompt import Message
+
+    messages = [Message("system", "Summarise at great length. Answer with JSON only."),
+                Message("user", "Describe every finding of a long chart in detail.")]
+    for budget in (24, 40, 64):
+        out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0, max_tokens=budget)
+        assert accepts(ResultAssessment, model.last_text)
+        assert model.last_stats.completion_tokens <= budget and out.brief_summary
+
+
+class FreeDict(BaseModel):
+    extra: dict
+
+
+class Defaulted(BaseModel):
+    kind: str = "x"
+
+
+class Patterned(BaseModel):
+    code: str = Field(pattern=r"^[A-Z]\d+$", max_length=8)
+
+
+@pytest.mark.parametrize("schema", [FreeDict, Defaulted, Patterned], ids=lambda s: s.__name__)
+@pytest.mark.parametrize("decoder", ["fast", "grammar"])
+def test_a_schema_without_a_safe_grammar_is_refused_clearly_by_either_decoder(model, schema, decoder):
+    from appliance.errors import SchemaNotSupported
+    from appliance.llm.prompt import Message
+
+    with pytest.raises(SchemaNotSupported):
+        model.generate_constrained("X", [Message("user", "hello")], schema, temperature=0.0, max_tokens=32,
+                                   decoder=decoder)

@@ -17,10 +17,12 @@ def conversation(system: str, user: str, history: tuple[tuple[str, str], ...] = 
     return messages
 
 
-def token_budget(schema: type[BaseModel], seed_limit: int) -> int:
-    """The seed's limit, raised to the longest output the grammar accepts.
+def token_budget(schema: type[BaseModel], seed_limit: int, *, whole: bool = False) -> int:
+    """The node's token limit: seed 002 §7's number.
 
-    Every generated token adds at least one character, so with this budget a constrained
-    call always finishes its object instead of being cut off.
+    The fast decoder ends the object within it, closing free strings early when the limit is
+    near, so a rambling model costs at most this many tokens. ``whole=True`` raises the limit
+    to the longest output the grammar accepts (every token adds at least one character), for
+    text that must never be cut: a clinician's dictated note.
     """
-    return max(seed_limit, max_output_chars(schema) + 1)
+    return max(seed_limit, max_output_chars(schema) + 1) if whole else seed_limit

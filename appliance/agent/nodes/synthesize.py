@@ -8,6 +8,7 @@ Invariants:
 - The answer is never empty and never names a tool: internal names are replaced by their
   clinical labels (in the streamed pieces too), and an empty generation falls back to the
   pre-formatted findings.
+- An answer cut by the token limit ends at its last whole sentence, and the trace says so.
 """
 
 from __future__ import annotations
@@ -130,7 +131,24 @@ def run(
         if stream:
             stream.flush()
     answer = scrub_internal_names(text).strip()
+    stats = model.last_stats
+    cut = stats is not None and stats.finish_reason == "length"
+    if cut:
+        answer = whole_sentences(answer)
     fallback = not answer
     if fallback:
         answer = scrub_internal_names(fallback_answer(state))
-    return {"final_response": answer}, {"kind": "answer", "fallback_used": fallback, "characters": len(answer)}
+    output = {"kind": "answer", "fallback_used": fallback, "characters": len(answer), "cut_at_token_limit": cut}
+    return {"final_response": answer}, output
+
+
+_SENTENCE_END = re.compile(r"[.!?][)\]\"']*(?=\s|$)")
+
+
+def whole_sentences(text: str) -> str:
+    """Text cut at the token limit, ended at its last complete sentence (or line), so the
+    clinician never reads half a sentence as if it were the whole of it."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    line = text.rfind("\n")
+    cut = max(ends[-1] if ends else 0, line if line > 0 else 0)
+    return text[:cut].rstrip() if cut > 0 else text.rstrip() + " …"

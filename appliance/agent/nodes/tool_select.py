@@ -21,6 +21,7 @@ from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS
 TEMPERATURE = 0.0
 STAGE1_MAX_TOKENS = token_budget(NextToolSelection, 64)
 STAGE2_SEED_MAX_TOKENS = 128
+UNCUT_TOOLS = frozenset({"save_clinical_note"})  # a dictated note is never cut to fit 128 tokens
 
 # One example per tool; the one matching suggested_tool is shown (seed 002 §4: 1-shot).
 EXAMPLES = {
@@ -105,7 +106,7 @@ def _stage2(state: AgentState, model: LanguageModel, tool: str, failure: str | N
         parts.append(f"The previous arguments {failure}. Choose different arguments.")
     out = model.generate_constrained(
         "TOOL_SELECT", conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history), schema,
-        temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS),
+        temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS, whole=tool in UNCUT_TOOLS),
     )
     return out.model_dump()
 
