@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from textual.widgets import Input, OptionList, TextArea
+from textual.widgets import Button, Input, OptionList, TextArea
 
 from tests.tui.helpers import (
     IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, ask, chart, good, intent,
@@ -90,6 +90,35 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         assert model.pending() == {}
         # after a successful write to the open patient, the chart is reloaded
         assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2
+
+
+@pytest.mark.parametrize("tool", WRITE_TOOLS)
+async def test_a_stray_enter_in_the_approval_dialog_writes_nothing(tmp_path, tool):
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), {tool: [{"result": {"id": "new-1"}}]})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot, tool)
+        await pilot.press("enter", "enter")
+        await pilot.pause()
+        assert app.screen is screen and calls_of(toolbox, tool) == []
+        first = next(iter(WRITE_ARGS[tool]))
+        assert app.focused is screen.query_one(f"#arg-{first}")  # not the Approve button
+        # approving takes an explicit act: focus on the Approve button, then Enter
+        screen.query_one("#approve", Button).focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
+
+
+async def test_a_click_on_approve_approves(tmp_path):
+    tool = "add_allergy"
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), {tool: [{"result": {"id": "new-1"}}]})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await open_approval(pilot, tool)
+        await pilot.click("#approve")
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
 
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)

@@ -6,6 +6,8 @@ Invariants:
   (``mcp_servers.contracts.ARG_SCHEMAS``); invalid edits keep the dialog open with a message.
 - Reject and Escape return a rejection carrying the original arguments; nothing else leaves
   this dialog, so there is no path to a write without Approve.
+- The dialog opens with the first argument focused, and Enter in a field does nothing, so
+  only Ctrl+Y or pressing the Approve button itself approves.
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ class ApprovalScreen(ModalScreen[Approval | None]):
                     if name in LONG_TEXT_FIELDS:
                         yield TextArea("" if value is None else str(value), id=f"arg-{name}", soft_wrap=True)
                     else:
+                        # no select-on-focus: a stray key appends visibly instead of replacing
                         yield Input("" if value is None else str(value), placeholder=hint.strip(),
-                                    id=f"arg-{name}", compact=True)
+                                    id=f"arg-{name}", compact=True, select_on_focus=False)
             yield Static("", id="approval-error", markup=False)
             with Horizontal(classes="approval-field"):
                 yield Label("reason", classes="approval-label")
@@ -90,7 +93,15 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#approve", Button).focus()
+        # The first argument, never Approve: a stray Enter must not approve a write.
+        blink = getattr(self.app, "cursor_blink", True)  # off in tests and snapshots
+        for field in self.query("Input, TextArea"):
+            field.cursor_blink = blink
+        first = next(iter(self.schema.model_fields))
+        self.query_one(f"#arg-{first}").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()  # Enter in a field neither approves nor moves towards Approve
 
     def edited_args(self) -> dict:
         args: dict = {}
