@@ -9,8 +9,12 @@ Invariants:
 - Logs name the tool and the outcome, never arguments or record contents.
 - The database path is resolved at the first tool call (``--db`` / ``configure`` override,
   else ``appliance.locations.ehr_db_path()``); the schema is migrated then, once per process.
-- Writes are attributed to ``$APPLIANCE_USER`` when set, otherwise to ``"appliance"``; the
-  repository stores the author and time with each record and its audit row.
+- Writes are attributed per request. Over streamable HTTP (one server shared by several
+  terminals) the author is the request's ``X-Appliance-User`` header (percent-encoded UTF-8,
+  sent by ``appliance.tools.mcp_client`` from the terminal's ``$APPLIANCE_USER``). Over stdio
+  (one server per terminal), and for an HTTP client that sends no such header, it is the
+  server's ``$APPLIANCE_USER``, else ``"appliance"``. The header is the caller's claim, not an
+  authentication. The repository stores the author and time with each record and its audit row.
 
 Run: ``python -m mcp_servers.ehr [--db PATH] [--http HOST:PORT]`` (stdio by default).
 """
@@ -25,9 +29,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_http_request
 from pydantic import Field
 
 from appliance import locations
@@ -39,6 +45,8 @@ from mcp_servers.contracts import Name, PatientId, ShortText, tool_error_message
 log = logging.getLogger("mcp_servers.ehr")
 
 DEFAULT_AUTHOR = "appliance"
+USER_HEADER = "X-Appliance-User"
+MAX_AUTHOR_CHARS = 200
 READ = {"readOnlyHint": True, "openWorldHint": False}
 WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 
@@ -77,6 +85,14 @@ def _repository() -> EhrRepository:
 
 
 def _author() -> str:
+    """Who is writing: the HTTP request's user header, else this process's user."""
+    try:
+        raw = get_http_request().headers.get(USER_HEADER, "")
+    except RuntimeError:  # stdio or in memory: no HTTP request behind this call
+        raw = ""
+    user = " ".join(unquote(raw, errors="replace").split())[:MAX_AUTHOR_CHARS]
+    if user and user.isprintable():
+        return user
     return os.environ.get("APPLIANCE_USER", "").strip() or DEFAULT_AUTHOR
 
 

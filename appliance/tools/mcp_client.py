@@ -3,7 +3,9 @@
 Invariants:
 - Servers run as stdio subprocesses (``python -m mcp_servers.<name>``) started on first use
   and kept for the session, or are reached over streamable HTTP when
-  ``APPLIANCE_MCP_<NAME>_URL`` is set (a clinic sharing one server between terminals).
+  ``APPLIANCE_MCP_<NAME>_URL`` is set (a clinic sharing one server between terminals); over
+  HTTP every request carries ``X-Appliance-User`` from ``$APPLIANCE_USER`` so the shared EHR
+  server records the right author.
 - All async work runs on one private event loop thread; callers are synchronous and every
   call has a deadline.
 - Transport failures become ``ToolOutcome`` error types; nothing from fastmcp or anyio
@@ -20,6 +22,7 @@ import os
 import sys
 import threading
 from typing import Any
+from urllib.parse import quote
 
 from appliance.locations import PROJECT_ROOT, logs_dir
 from appliance.tools.base import ToolOutcome
@@ -28,6 +31,7 @@ from mcp_servers.contracts import TOOL_SERVERS, parse_tool_error
 log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
 INIT_TIMEOUT = 10.0  # a server that has not answered its handshake by then is reported down
+USER_HEADER = "X-Appliance-User"  # read by mcp_servers.ehr over HTTP
 
 
 def _result_payload(result: Any) -> dict | None:
@@ -68,11 +72,16 @@ class MCPToolBox:
     # -- lifecycle ----------------------------------------------------------------------
     def _make_client(self, server: str):
         from fastmcp import Client
-        from fastmcp.client.transports import StdioTransport
+        from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 
         url = self._env.get(f"APPLIANCE_MCP_{server.upper()}_URL")
         if url:
-            return Client(url, timeout=30, init_timeout=INIT_TIMEOUT)
+            # A shared HTTP server cannot know which terminal is calling: say who the user is
+            # (the EHR server records it as the author of writes; percent-encoded UTF-8).
+            user = self._env.get("APPLIANCE_USER", "").strip()
+            headers = {USER_HEADER: quote(user, safe=" .,@'-")} if user else {}
+            transport = StreamableHttpTransport(url, headers=headers)
+            return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
         logs = logs_dir()
         logs.mkdir(parents=True, exist_ok=True)
         transport = StdioTransport(
