@@ -41,7 +41,7 @@ class PrefixCache:
         self.ctx = llm._ctx.ctx
         self.max_bytes = max_bytes
         self._snapshots: OrderedDict[str, tuple[list[int], ctypes.Array]] = OrderedDict()
-        self._token_cache: dict[tuple[str, bool], list[int]] = {}
+        self._token_cache: dict[tuple[str, bool, bool], list[int]] = {}
         self.eval_seconds = 0.0
         self.eval_calls = 0
 
@@ -55,7 +55,7 @@ class PrefixCache:
         return len(self._snapshots)
 
     def tokenize(self, text: str, *, bos: bool, special: bool = True) -> list[int]:
-        key = (text, bos)
+        key = (text, bos, special)
         cached = self._token_cache.get(key)
         if cached is None:
             cached = self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=special)
