@@ -26,9 +26,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("ctrl+n", "new_session", "New", "Start a new session"),
     Action("ctrl+r", "sessions", "Resume", "Resume a saved session"),
     Action("ctrl+o", "patient", "Patient", "Search for a patient and open their chart"),
-    Action("ctrl+l", "close_patient", "Close pt", "Close the open patient"),
+    Action("ctrl+l", "close_patient", "Close", "Close the open patient"),
     Action("ctrl+t", "toggle_trace", "Trace", "Show or hide the reasoning trace"),
     Action("ctrl+g", "attach_image", "Image", "Attach a PNG or JPEG image to the next question"),
+    Action("f5", "retry_tools", "Retry", "Start the clinical data services again, or re-check them"),
     Action("f1", "help", "Help", "Keys and how to use the terminal"),
     Action("ctrl+q", "quit", "Quit", "Leave the clinic terminal", app_level=True),
 )

@@ -1,5 +1,6 @@
-"""The clinic terminal app: start-up, turns and their message handlers. Sessions
-(``tui.sessions``) and the patient context (``tui.patients``) are mixins of the same app.
+"""The clinic terminal app: turns and their message handlers. The model, tools and server
+health (``tui.services``), sessions (``tui.sessions``) and the patient context
+(``tui.patients``) are mixins of the same app.
 
 Invariants:
 - The model load, tool start-up, health checks, chart loads and every agent turn run in
@@ -9,8 +10,6 @@ Invariants:
   holds its own lock). Questions asked while the model loads wait for it, visibly.
 - Errors from the model, tools or the session database become notices; none ends the app.
 - Writes to the record go through ``ApprovalBridge``: nothing is written without Approve.
-- A tool box reaches the app only in ``ToolsReady``; until then the start-up worker owns it
-  and closes it if start-up fails or is abandoned. The app closes the one it holds on exit.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from textual import work
 from textual.app import App
 from textual.screen import Screen
 
-from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.llama import LlamaModel
@@ -34,22 +32,22 @@ from mcp_servers.contracts import WRITE_TOOLS
 from tui import events
 from tui.actions import app_bindings
 from tui.approval import ApprovalBridge
-from tui.backend import ModelLoader, ToolsFactory, close_quietly, ping_all, real_model_loader, real_tools_factory
+from tui.backend import ModelLoader, ToolsFactory, close_quietly, real_model_loader, real_tools_factory
 from tui.commands import ClinicCommands
 from tui.patients import PatientHandling
 from tui.screens.approval import ApprovalScreen
 from tui.screens.attach_image import AttachImageScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
+from tui.services import ServiceHandling
 from tui.sessions import SessionHandling
 from tui.widgets.question_input import QuestionInput
-from tui.widgets.status_bar import SERVERS
 from tui.workers import Closing, Turn, abandonable
 
 log = logging.getLogger(__name__)
 
 
-class ClinicApp(SessionHandling, PatientHandling, App[int]):
+class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "Offline clinical assistant"
     COMMANDS = App.COMMANDS | {ClinicCommands}
@@ -82,6 +80,8 @@ class ClinicApp(SessionHandling, PatientHandling, App[int]):
         self.drug_names: list[str] | None = None
         self.agent = None
         self.model_error: str | None = None
+        self.tools_error: str | None = None
+        self._down: frozenset[str] = frozenset()  # servers last announced as not answering
         self.store = None
         self.session = None
         self.history: list[tuple[str, str]] = []
@@ -118,105 +118,6 @@ class ClinicApp(SessionHandling, PatientHandling, App[int]):
         self.notices.append((severity, text))
         self.notify(text, severity=severity, markup=False, timeout=8 if severity == "error" else 5)
 
-    @work(thread=True, group="model", exit_on_error=False)
-    def _load_model(self) -> None:
-        started = time.perf_counter()
-        self.post_message(events.ModelLoadProgress("verifying and loading the model file"))
-        try:
-            model = abandonable(self._quitting, self._model_loader, self.settings)
-        except Closing:
-            return
-        except ApplianceError as exc:
-            self.post_message(events.ModelLoadFailed(str(exc)))
-            return
-        except Exception as exc:  # noqa: BLE001 - a third-party failure becomes a notice
-            log.exception("model load failed")
-            self.post_message(events.ModelLoadFailed(f"the model could not be loaded ({type(exc).__name__})"))
-            return
-        self.post_message(events.ModelLoaded(model, time.perf_counter() - started))
-
-    @work(thread=True, group="tools", exit_on_error=False)
-    def _start_tools(self) -> None:
-        """Start the tool box and read the drug dictionary. The worker owns the tool box until
-        ``ToolsReady`` is posted (the app owns it from then on), so it closes a box whose
-        start-up failed or was abandoned."""
-        try:
-            tools = abandonable(self._quitting, self._tools_factory)
-        except Closing:
-            return
-        except Exception as exc:  # noqa: BLE001
-            log.exception("tool start-up failed")
-            self.post_message(events.ToolsFailed(f"the clinical data services did not start ({type(exc).__name__})"))
-            return
-        try:
-            names = abandonable(self._quitting, tools.drug_names)
-        except Closing:
-            threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
-            return
-        except Exception as exc:  # noqa: BLE001
-            log.exception("tool start-up failed")
-            close_quietly(tools)
-            self.post_message(events.ToolsFailed(f"the clinical data services did not start ({type(exc).__name__})"))
-            return
-        if not self.post_message(events.ToolsReady(tools, names)):  # the app is already closing
-            close_quietly(tools)
-            return
-        try:
-            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
-        except Closing:
-            return
-
-    def _periodic_health(self) -> None:
-        if self.tools is not None and self.turn is None and not self._quitting.is_set():
-            self._check_health(self.tools)
-
-    @work(thread=True, group="health", exclusive=True, exit_on_error=False)
-    def _check_health(self, tools) -> None:
-        try:
-            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
-        except Closing:
-            return
-
-    def on_model_load_progress(self, message: events.ModelLoadProgress) -> None:
-        self.main.status.show_loading(message.stage)
-
-    def on_model_loaded(self, message: events.ModelLoaded) -> None:
-        self.model = message.model
-        self.main.status.set_ready(message.seconds)
-        self._maybe_ready()
-
-    def on_model_load_failed(self, message: events.ModelLoadFailed) -> None:
-        self.model_error = message.message
-        self.main.status.set_failed()
-        self.notice(f"The model is not available: {message.message}", "error")
-        if self.turn is not None and not self.turn.started:
-            self._finish_failed(self.turn, message.message)
-
-    def on_tools_ready(self, message: events.ToolsReady) -> None:
-        self.tools, self.drug_names = message.tools, message.drug_names
-        if self.patient_id:
-            self._load_chart(self.patient_id)
-        self._maybe_ready()
-
-    def on_tools_failed(self, message: events.ToolsFailed) -> None:
-        self.main.status.set_health({s: False for s in SERVERS})
-        self.notice(message.message, "error")
-
-    def on_server_health(self, message: events.ServerHealth) -> None:
-        self.main.status.set_health(message.health)
-        down = [s for s, ok in message.health.items() if ok is False]
-        if down:
-            self.notice(f"Not answering: {', '.join(down)} server. Answers may lack that information.", "warning")
-
-    def _maybe_ready(self) -> None:
-        if self.agent is not None or self.model is None or self.drug_names is None:
-            return
-        from appliance.agent.graph import Agent
-
-        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugDictionary(self.drug_names))
-        if self.turn is not None and not self.turn.started:
-            self._start_turn(self.turn)
-
     # -- turns ------------------------------------------------------------------------------
     def on_question_input_asked(self, message: QuestionInput.Asked) -> None:
         if self.turn is not None:
@@ -227,16 +128,23 @@ class ClinicApp(SessionHandling, PatientHandling, App[int]):
             self.main.prompt.value = message.text
             self.notice(f"The model is not available: {self.model_error}", "error")
             return
+        if self.tools_error and self.agent is None:
+            self.main.prompt.value = message.text
+            self.notice(f"The clinical data services are not running ({self.tools_error}); "
+                        "press F5 to start them again, then send the question.", "error")
+            return
         self.main.chat.add_question(message.text)
         self._turn_ids += 1
-        waiting = self.agent is None
-        reply = self.main.chat.add_reply("Waiting for the model to finish loading…" if waiting else "Thinking…")
+        waiting = self.waiting_for()
+        reply = self.main.chat.add_reply(f"Waiting for {waiting}…" if waiting else "Thinking…")
         self.turn = Turn(self._turn_ids, message.text, reply, self.patient_id, self.image_path)
         self.image_path = None
         self.main.attachment.clear()
         self.refresh_bindings()
-        if waiting:
+        if waiting and self.model is None:
             self.notice("The model is still loading; your question will be answered as soon as it is ready.")
+        elif waiting:
+            self.notice("The clinical data services are starting; your question will be answered as soon as they run.")
         else:
             self._start_turn(self.turn)
 
@@ -352,6 +260,8 @@ class ClinicApp(SessionHandling, PatientHandling, App[int]):
             return self.turn is None
         if action == "close_patient":
             return self.patient_id is not None
+        if action == "retry_tools":
+            return bool(self.tools_error or self._down)
         return True
 
     # -- image, trace, help, quit ------------------------------------------------------------

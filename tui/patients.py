@@ -19,7 +19,7 @@ CHART_DEADLINE = 10.0
 
 
 class PatientHandling:
-    patient_id: str | None = None
+    patient_id: str | None
 
     def action_patient(self) -> None:
         screen = PatientSearchScreen(self._search_patient, cursor_blink=self.cursor_blink)
@@ -27,6 +27,9 @@ class PatientHandling:
 
     def _search_patient(self, name: str) -> ToolOutcome:
         """Runs in the search dialog's worker thread."""
+        if self.tools is None and self.tools_error:
+            return ToolOutcome(error_type="service_unavailable",
+                               message=f"the record service is not running ({self.tools_error}); F5 starts it again")
         try:
             return abandonable(self._quitting, call_tool, self.tools, "search_patient", {"name": name},
                                self.settings.tool_deadline_seconds)

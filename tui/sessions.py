@@ -14,8 +14,8 @@ from tui.workers import Turn
 
 
 class SessionHandling:
-    store: SessionStore | None = None
-    session: Session | None = None
+    store: SessionStore | None
+    session: Session | None
 
     def _open_store(self) -> None:
         try:

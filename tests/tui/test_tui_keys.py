@@ -7,6 +7,7 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets._footer import FooterKey
 
 from tests.tui.helpers import IC, SY, ask, intent, make_app, ready, settle, wait_until
+from tui import events
 from tui.actions import ACTIONS
 from tui.screens.help import HelpScreen
 from tui.screens.sessions import SessionsScreen
@@ -26,8 +27,14 @@ async def test_every_action_is_in_the_footer_within_80_columns(tmp_path):
         app._set_patient("abc-123")  # shows "close patient" too
         await settle(pilot)
         keys = footer_keys(app)
-        idle = {a.action for a in ACTIONS} - {"cancel_turn"}  # cancel shows only during a turn
+        # cancel shows only during a turn, retry only while a clinical data service is down
+        idle = {a.action for a in ACTIONS} - {"cancel_turn", "retry_tools"}
         assert {k.split(".")[-1] for k in keys} >= idle
+        assert all(key.region.right <= 80 and key.region.width > 0 for key in keys.values())
+        app.on_server_health(events.ServerHealth({"ehr": False}))  # now retry shows too
+        await pilot.pause()
+        keys = footer_keys(app)
+        assert {k.split(".")[-1] for k in keys} >= idle | {"retry_tools"}
         assert all(key.region.right <= 80 and key.region.width > 0 for key in keys.values())
 
 

@@ -1,0 +1,181 @@
+"""The terminal's services: loading the model, starting the MCP tool box, server health.
+
+A mixin of ``ClinicApp``. The model load, tool start-up and health checks run in thread
+workers that only post messages (``tui.events``); the handlers here own ``model``,
+``tools``, ``drug_names``, ``model_error`` and ``tools_error``.
+
+Invariants:
+- A tool box reaches the app only in ``ToolsReady``; until then the start-up worker owns it
+  and closes it if start-up fails or is abandoned. The app closes the one it holds on exit.
+- A question never waits for a service that has failed: a waiting question is failed with a
+  notice saying what is down and what to do, and later questions are refused (their text is
+  kept in the prompt) until the service runs. F5 (``retry_tools``) starts the tool box again,
+  or re-checks the servers when it is running.
+- Server health is announced when it changes, not at every periodic check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from textual import work
+
+from appliance.agent.nodes.input_assembly import DrugDictionary
+from appliance.errors import ApplianceError
+from appliance.locations import logs_dir
+from tui import events
+from tui.backend import SERVERS, close_quietly, ping_all
+from tui.workers import Closing, abandonable
+
+log = logging.getLogger(__name__)
+
+
+class ServiceHandling:
+    model: object | None
+    tools: object | None
+    drug_names: list[str] | None
+    agent: object | None
+    model_error: str | None
+    tools_error: str | None
+    _down: frozenset[str]  # servers last announced as not answering
+
+    # -- the model --------------------------------------------------------------------------
+    @work(thread=True, group="model", exit_on_error=False)
+    def _load_model(self) -> None:
+        started = time.perf_counter()
+        self.post_message(events.ModelLoadProgress("verifying and loading the model file"))
+        try:
+            model = abandonable(self._quitting, self._model_loader, self.settings)
+        except Closing:
+            return
+        except ApplianceError as exc:
+            self.post_message(events.ModelLoadFailed(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - a third-party failure becomes a notice
+            log.exception("model load failed")
+            self.post_message(events.ModelLoadFailed(f"the model could not be loaded ({type(exc).__name__})"))
+            return
+        self.post_message(events.ModelLoaded(model, time.perf_counter() - started))
+
+    def on_model_load_progress(self, message: events.ModelLoadProgress) -> None:
+        self.main.status.show_loading(message.stage)
+
+    def on_model_loaded(self, message: events.ModelLoaded) -> None:
+        self.model = message.model
+        self.main.status.set_ready(message.seconds)
+        self._maybe_ready()
+
+    def on_model_load_failed(self, message: events.ModelLoadFailed) -> None:
+        self.model_error = message.message
+        self.main.status.set_failed()
+        self.notice(f"The model is not available: {message.message}", "error")
+        if self.turn is not None and not self.turn.started:
+            self._finish_failed(self.turn, message.message)
+
+    # -- the tools --------------------------------------------------------------------------
+    @work(thread=True, group="tools", exit_on_error=False)
+    def _start_tools(self) -> None:
+        """Start the tool box and read the drug dictionary (see the ownership invariant)."""
+        try:
+            tools = abandonable(self._quitting, self._tools_factory)
+        except Closing:
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.exception("tool start-up failed")
+            self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})"))
+            return
+        try:
+            names = abandonable(self._quitting, tools.drug_names)
+        except Closing:
+            threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.exception("tool start-up failed")
+            close_quietly(tools)
+            self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})"))
+            return
+        if not self.post_message(events.ToolsReady(tools, names)):  # the app is already closing
+            close_quietly(tools)
+            return
+        try:
+            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
+        except Closing:
+            return
+
+    def on_tools_ready(self, message: events.ToolsReady) -> None:
+        self.tools, self.drug_names, self.tools_error = message.tools, message.drug_names, None
+        self.refresh_bindings()  # the health check that follows announces a recovery
+        if self.patient_id:
+            self._load_chart(self.patient_id)
+        self._maybe_ready()
+
+    def on_tools_failed(self, message: events.ToolsFailed) -> None:
+        self.tools_error = message.message
+        self._down = frozenset(SERVERS)
+        self.main.status.set_health({s: False for s in SERVERS})
+        self.refresh_bindings()
+        self.notice(f"The clinical data services (record, terminology, knowledge) are not running: "
+                    f"{message.message}. Questions cannot be answered until they run. Press F5 to start "
+                    f"them again; the servers' logs are in {logs_dir()}.", "error")
+        if self.turn is not None and not self.turn.started:
+            turn = self.turn
+            self._finish_failed(turn, "the clinical data services are not running (F5 starts them again)")
+            if not self.main.prompt.value:
+                self.main.prompt.value = turn.question  # ready to send again once they run
+
+    def action_retry_tools(self) -> None:
+        if self.tools is not None:
+            self.notice("Checking the clinical data servers…")
+            self._check_health(self.tools)
+        elif self.tools_error is None:
+            self.notice("The clinical data services are still starting.")
+        else:
+            self.tools_error = None
+            self.main.status.set_health({s: None for s in SERVERS})
+            self.refresh_bindings()
+            self.notice("Starting the clinical data services again…")
+            self._start_tools()
+
+    # -- health -----------------------------------------------------------------------------
+    def _periodic_health(self) -> None:
+        if self.tools is not None and self.turn is None and not self._quitting.is_set():
+            self._check_health(self.tools)
+
+    @work(thread=True, group="health", exclusive=True, exit_on_error=False)
+    def _check_health(self, tools) -> None:
+        try:
+            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
+        except Closing:
+            return
+
+    def on_server_health(self, message: events.ServerHealth) -> None:
+        self.main.status.set_health(message.health)
+        down = frozenset(s for s, ok in message.health.items() if ok is False)
+        if down == self._down:
+            return
+        if down:
+            names = ", ".join(sorted(down)) + (" servers" if len(down) > 1 else " server")
+            self.notice(f"Not answering: {names}. Answers may lack that information; F5 checks again.",
+                        "warning")
+        else:
+            self.notice("All clinical data servers are answering again.")
+        self._down = down
+        self.refresh_bindings()
+
+    # -- both -------------------------------------------------------------------------------
+    def _maybe_ready(self) -> None:
+        if self.agent is not None or self.model is None or self.drug_names is None:
+            return
+        from appliance.agent.graph import Agent
+
+        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugDictionary(self.drug_names))
+        if self.turn is not None and not self.turn.started:
+            self._start_turn(self.turn)
+
+    def waiting_for(self) -> str | None:
+        """What a new question would have to wait for, or None when the agent is ready."""
+        if self.agent is not None:
+            return None
+        return "the model to finish loading" if self.model is None else "the clinical data services to start"
