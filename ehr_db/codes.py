@@ -60,7 +60,8 @@ SNOMED_CONDITIONS: dict[str, str] = {
     "254837009": "Malignant neoplasm of breast",
 }
 
-# RxNorm ingredient RxCUIs (TTY IN): lower-case ingredient name -> code.
+# RxNorm ingredient RxCUIs (TTY IN): lower-case ingredient name -> code. The same name carries
+# the same code in the UMLS starter subset (tests/ehr/test_codes_match_umls.py checks both).
 RXNORM_INGREDIENTS: dict[str, str] = {
     "metformin": "6809",
     "warfarin": "11289",
@@ -73,6 +74,8 @@ RXNORM_INGREDIENTS: dict[str, str] = {
     "ciprofloxacin": "2551",
     "cephalexin": "2231",
     "sulfamethoxazole": "10180",
+    "trimethoprim": "10829",
+    "sulfasalazine": "9524",
     "lisinopril": "29046",
     "losartan": "52175",
     "amlodipine": "17767",
@@ -106,6 +109,7 @@ RXNORM_INGREDIENTS: dict[str, str] = {
     "escitalopram": "321988",
     "fluoxetine": "4493",
     "gabapentin": "25480",
+    "carbamazepine": "2002",
     "levetiracetam": "114477",
     "prednisone": "8640",
     "methotrexate": "6851",
@@ -113,6 +117,8 @@ RXNORM_INGREDIENTS: dict[str, str] = {
     "methylphenidate": "6901",
     "tamoxifen": "10324",
     "cetirizine": "20610",
+    "allopurinol": "519",
+    "epinephrine": "3992",
 }
 
 
