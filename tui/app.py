@@ -25,10 +25,11 @@ from textual.app import App
 from textual.screen import Screen
 
 from appliance.config import Settings
+from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.llama import LlamaModel
 from models.profiles import get_profile
-from mcp_servers.contracts import WRITE_TOOLS
+from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 from tui import events
 from tui.actions import app_bindings
 from tui.approval import ApprovalBridge
@@ -207,9 +208,7 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         self._save(turn, result.response, result.kind, "complete", [e.to_dict() for e in result.trace])
         self.history += [("user", turn.question), ("assistant", result.response)]
         self._end_turn()
-        wrote = [c for c in result.tool_calls if c["tool"] in WRITE_TOOLS and not c.get("error_type")]
-        if wrote and self.patient_id and any(c["args"].get("patient_id") == self.patient_id for c in wrote):
-            self._load_chart(self.patient_id)
+        self._reload_chart_after(self._writes(turn))
 
     def on_turn_failed(self, message: events.TurnFailed) -> None:
         turn = self._current(message.turn_id)
@@ -221,11 +220,29 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
             self._finish_failed(turn, message.message)
 
     def _finish_cancelled(self, turn: Turn) -> None:
-        turn.reply.mark("cancelled", "cancelled by the clinician")
+        writes = self._writes(turn)
+        saved = "; ".join(f"{TOOL_LABELS[e.tool]} for {(e.args or {}).get('patient_id')}" for e in writes)
+        detail = f"cancelled by the clinician; saved to the record before the cancel: {saved}" if saved else ""
+        turn.reply.mark("cancelled", detail or "cancelled by the clinician")
         self.main.trace.finish_turn(turn.id, "cancelled")
-        self._save(turn, turn.reply.streamed or "(cancelled)", "answer", "cancelled", self._trace_of(turn))
-        self.notice("The answer was cancelled; it is not used as context for later questions.")
+        stored = turn.reply.streamed or "(cancelled)"
+        self._save(turn, f"{stored}\n[{detail}]" if saved else stored, "answer", "cancelled", self._trace_of(turn))
+        if saved:
+            self.notice(f"The answer was cancelled, but the write you approved was saved to the record: {saved}. "
+                        "The cancelled answer is not used as context for later questions.", "warning")
+        else:
+            self.notice("The answer was cancelled; it is not used as context for later questions.")
         self._end_turn()
+        self._reload_chart_after(writes)
+
+    def _writes(self, turn: Turn) -> list[TraceEvent]:
+        """The turn's writes that ran (approved and succeeded), from its trace."""
+        return [e for e in self.main.trace.events(turn.id)
+                if e.node == "TOOL_EXECUTE" and e.tool in WRITE_TOOLS and not e.output.get("error_type")]
+
+    def _reload_chart_after(self, writes: list[TraceEvent]) -> None:
+        if self.patient_id and any((e.args or {}).get("patient_id") == self.patient_id for e in writes):
+            self._load_chart(self.patient_id)
 
     def _finish_failed(self, turn: Turn, text: str) -> None:
         turn.reply.mark("failed", f"not answered: {text}")
@@ -247,10 +264,19 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         if turn is None:
             return
         turn.cancel.set()
+        self._dismiss_approval()  # an open approval dialog belongs to this turn: nothing is written
         if not turn.started:
             self._finish_cancelled(turn)
         else:
             turn.reply.border_subtitle = "cancelling…"
+
+    def _dismiss_approval(self) -> None:
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, ApprovalScreen):
+                if screen is not self.screen:
+                    screen.pop_until_active()
+                screen.dismiss(None)  # the bridge reads None as a rejection
+                return
 
     def check_action(self, action: str, parameters) -> bool | None:
         """Hide keys that cannot act now, so the footer fits 80 columns with the ones that can."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+from textual.command import CommandList, CommandPalette
 from textual.widgets import Button, Input, OptionList, TextArea
 
+from appliance.sessions import SessionStore
 from tests.tui.helpers import (
-    IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, ask, chart, good, intent,
+    IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, GatedModel, ask, chart, good, intent,
     make_app, ready, settle, texts, wait_until, write_script,
 )
 from tui.screens.approval import ApprovalScreen
@@ -194,3 +196,50 @@ async def test_quitting_during_approval_writes_nothing(tmp_path):
     assert decided.wait(10), "the worker never got a decision"
     assert decisions[0].approved is False
     assert calls_of(toolbox, tool) == []
+
+
+async def test_cancelling_after_an_approved_write_reloads_the_chart_and_says_it_was_saved(tmp_path):
+    tool = "prescribe_medication"
+    tools = {tool: [{"result": {"id": "new-1", "status": "active"}}],
+             "get_patient_chart": [{"result": chart()}, {"result": chart(meds=("lisinopril", "metformin"))}]}
+    model = GatedModel(write_script(tool, approved=True))
+    app, _, toolbox = make_app(tmp_path, tools=tools, model=model)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app._set_patient("abc-123", "John Smith")
+        await settle(pilot)
+        await open_approval(pilot, tool)
+        await pilot.press("ctrl+y")
+        await wait_until(pilot, lambda: model.first_piece.is_set() and app.main.chat.messages()[-1].streamed,
+                         what="the answer to start")
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.turn is None and calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2  # reloaded
+        assert "metformin" in str(app.main.patient.query_one("#patient-body").render())
+        severity, notice = app.notices[-1]
+        assert "cancelled" in notice and "saved to the record" in notice and "Prescription for abc-123" in notice
+        reply = app.main.chat.messages()[-1]
+        assert reply.has_class("cancelled") and "saved to the record" in reply.text
+        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.session.id)
+        assert [m.status for m in stored] == ["cancelled", "cancelled"]
+        assert "saved to the record" in stored[-1].text and app.history == []
+
+
+async def test_cancelling_the_turn_while_approval_is_open_dismisses_the_dialog(tmp_path):
+    tool = "add_allergy"
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), {tool: [{"result": {"id": "a"}}]})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await open_approval(pilot, tool)
+        await pilot.press("ctrl+p")  # the command palette works over the dialog
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        await pilot.press(*"Stop the answer")
+        await wait_until(pilot, lambda: app.screen.query_one(CommandList).option_count > 0, what="palette hits")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turn is None, what="the cancelled turn to end")
+        await settle(pilot)
+        assert not any(isinstance(s, ApprovalScreen) for s in app.screen_stack)
+        assert app.screen is app.main and calls_of(toolbox, tool) == []
+        assert app.main.chat.messages()[-1].has_class("cancelled")
+        assert "saved" not in app.notices[-1][1]
