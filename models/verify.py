@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Callable
 
 from appliance.errors import ModelFileError
 
@@ -17,16 +18,28 @@ GGUF_MAGIC = b"GGUF"
 _CHECKED_SUFFIX = ".sha256-ok"
 
 
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
+# Called while a file is hashed with (bytes hashed so far, total bytes), after every chunk.
+HashProgress = Callable[[int, int], None]
+
+
+def sha256_of(path: Path, chunk: int = 1 << 20, progress: HashProgress | None = None) -> str:
     digest = hashlib.sha256()
+    total = path.stat().st_size if progress is not None else 0
+    done = 0
     with path.open("rb") as fh:
         while block := fh.read(chunk):
             digest.update(block)
+            if progress is not None:
+                done += len(block)
+                progress(done, total)
     return digest.hexdigest()
 
 
-def verify_model_file(path: Path, sha256: str | None, *, hint: str = "") -> Path:
-    """Existence, GGUF magic, then sha256 (cached beside the file by size and mtime)."""
+def verify_model_file(path: Path, sha256: str | None, *, hint: str = "",
+                      progress: HashProgress | None = None) -> Path:
+    """Existence, GGUF magic, then sha256 (cached beside the file by size and mtime).
+
+    ``progress``, if given, is called during the sha256 (only when the file is hashed)."""
     help_text = f" {hint}" if hint else ""
     if not path.exists():
         raise ModelFileError(f"model file not found: {path}.{help_text}")
@@ -41,7 +54,7 @@ def verify_model_file(path: Path, sha256: str | None, *, hint: str = "") -> Path
         raise ModelFileError(f"not a GGUF file (bad magic {magic!r}): {path}.{help_text}")
     if sha256:
         if not _cached_ok(path, sha256):
-            actual = sha256_of(path)
+            actual = sha256_of(path, progress=progress)
             if actual != sha256.lower():
                 raise ModelFileError(
                     f"model file checksum mismatch: {path} has sha256 {actual[:16]}..., "

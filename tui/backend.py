@@ -15,13 +15,34 @@ from appliance.tools.scripted import ScriptedToolBox
 
 log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
-ModelLoader = Callable[[Settings], object]
+# Model load stages, shown in the status line.
+VERIFYING, HASHING, LOADING = "verifying file", "hashing", "loading into llama.cpp"
+# Called by a model loader with a stage and, while hashing, the fraction done (else None).
+LoadProgress = Callable[[str, float | None], None]
+ModelLoader = Callable[[Settings, LoadProgress], object]
 ToolsFactory = Callable[[], object]
 
 
-def real_model_loader(settings: Settings):
-    from appliance.runtime import load_model
+def real_model_loader(settings: Settings, progress: LoadProgress):
+    """Verify the model file with hashing progress, then load it (``appliance.runtime``).
 
+    The load verifies again, the same way as every other entry point; the sha256 done here
+    is remembered beside the file, so that second check does not hash again. A file that
+    fails here is left to the load, which raises the error with its guidance for the profile.
+    """
+    from appliance.errors import ModelFileError
+    from appliance.runtime import load_model, model_path
+    from models.profiles import get_profile
+    from models.verify import verify_model_file
+
+    expected = settings.model_sha256 if settings.model_sha256 is not None else get_profile(settings.model).sha256
+    progress(VERIFYING, None)
+    try:
+        verify_model_file(model_path(settings), expected,
+                          progress=lambda done, total: progress(HASHING, done / total if total else 1.0))
+    except ModelFileError:
+        pass
+    progress(LOADING, None)
     return load_model(settings)
 
 
@@ -50,7 +71,7 @@ def scripted_backend(script: dict) -> tuple[ModelLoader, ToolsFactory]:
 
     replies = {k: v for k, v in script.items() if k not in ("tools", "drug_names")}
 
-    def loader(settings: Settings):
+    def loader(settings: Settings, progress: LoadProgress):
         return ScriptedModel(replies)
 
     def tools():

@@ -15,9 +15,10 @@ from appliance.agent.state import TraceEvent
 
 
 class ModelLoadProgress(Message):
-    def __init__(self, stage: str) -> None:
+    def __init__(self, stage: str, fraction: float | None = None) -> None:
         super().__init__()
         self.stage = stage
+        self.fraction = fraction  # while hashing: the part done, 0..1
 
 
 class ModelLoaded(Message):

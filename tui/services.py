@@ -45,9 +45,16 @@ class ServiceHandling:
     @work(thread=True, group="model", exit_on_error=False)
     def _load_model(self) -> None:
         started = time.perf_counter()
-        self.post_message(events.ModelLoadProgress("verifying and loading the model file"))
+        shown: list = [None]  # the last (stage, percent) posted: at most one message per percent
+
+        def progress(stage: str, fraction: float | None = None) -> None:
+            key = (stage, None if fraction is None else int(fraction * 100))
+            if key != shown[0]:
+                shown[0] = key
+                self.post_message(events.ModelLoadProgress(stage, fraction))
+
         try:
-            model = abandonable(self._quitting, self._model_loader, self.settings)
+            model = abandonable(self._quitting, self._model_loader, self.settings, progress)
         except Closing:
             return
         except ApplianceError as exc:
@@ -60,7 +67,8 @@ class ServiceHandling:
         self.post_message(events.ModelLoaded(model, time.perf_counter() - started))
 
     def on_model_load_progress(self, message: events.ModelLoadProgress) -> None:
-        self.main.status.show_loading(message.stage)
+        if self.model is None and self.model_error is None:
+            self.main.status.show_loading(message.stage, message.fraction)
 
     def on_model_loaded(self, message: events.ModelLoaded) -> None:
         self.model = message.model

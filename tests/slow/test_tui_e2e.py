@@ -92,7 +92,7 @@ async def test_writes_reach_the_real_ehr_only_after_approve(home):
     for node, replies in rejected.items():
         script[node] = script.get(node, []) + replies
     model = ScriptedModel(script)
-    app = ClinicApp(Settings(), model_loader=lambda s: model, tools_factory=real_tools_factory,
+    app = ClinicApp(Settings(), model_loader=lambda s, progress: model, tools_factory=real_tools_factory,
                     sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)

@@ -97,7 +97,7 @@ def make_app(tmp_path: Path, script: dict | None = None, tools: dict | None = No
     model = model if model is not None else ScriptedModel(script or {})
     toolbox = ScriptedToolBox(tools or {}, fallback=None, drug_names=DRUGS)
     app = ClinicApp(
-        Settings(), model_loader=model_loader or (lambda settings: model), tools_factory=lambda: toolbox,
+        Settings(), model_loader=model_loader or (lambda settings, progress: model), tools_factory=lambda: toolbox,
         sessions_path=tmp_path / "sessions.sqlite", cursor_blink=False, health_interval=0, **kw,
     )
     return app, model, toolbox

@@ -103,7 +103,7 @@ async def test_questions_wait_for_the_model_while_it_loads(tmp_path):
     loaded = threading.Event()
     model = ScriptedModel({IC: [intent()], SY: [ANSWER]})
 
-    def slow_loader(settings):
+    def slow_loader(settings, progress):
         assert loaded.wait(20), "the test never released the model"
         return model
 
@@ -125,7 +125,7 @@ async def test_questions_wait_for_the_model_while_it_loads(tmp_path):
 
 
 async def test_a_model_that_cannot_load_is_a_notice_not_a_crash(tmp_path):
-    def broken(settings):
+    def broken(settings, progress):
         raise ModelFileError("model file missing: models/x.gguf")
 
     app, _, _ = make_app(tmp_path, model_loader=broken)

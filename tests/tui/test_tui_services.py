@@ -34,7 +34,7 @@ class ServerBox(ScriptedToolBox):
 
 def app_with(tmp_path, tools_factory, script=None) -> ClinicApp:
     model = ScriptedModel(script or {IC: [intent()], SY: [ANSWER]})
-    return ClinicApp(Settings(), model_loader=lambda settings: model, tools_factory=tools_factory,
+    return ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=tools_factory,
                      sessions_path=tmp_path / "sessions.sqlite", cursor_blink=False, health_interval=0)
 
 
@@ -125,3 +125,67 @@ async def test_patient_search_says_the_record_service_is_not_running(tmp_path):
         await wait_until(pilot, lambda: app.tools_error is not None, what="the failure")
         outcome = app._search_patient("James Wilson")
         assert not outcome.ok and "not running" in outcome.message and "F5" in outcome.message
+
+
+async def test_the_status_line_shows_each_model_load_stage(tmp_path):
+    from tui.backend import HASHING, LOADING, VERIFYING
+
+    steps = [threading.Event() for _ in range(6)]
+    model = ScriptedModel({})
+
+    def staged_loader(settings, progress):
+        for event, (stage, fraction) in zip(steps, [(VERIFYING, None), (HASHING, 0.0), (HASHING, 0.454),
+                                                    (HASHING, 1.0), (LOADING, None)]):
+            assert event.wait(20), "the test never moved the load on"
+            progress(stage, fraction)
+        assert steps[-1].wait(20), "the test never let the load finish"
+        return model
+
+    box = ServerBox()
+    box.up = dict.fromkeys(box.up, False)  # every server down: the widest status line
+    app = ClinicApp(Settings(), model_loader=staged_loader, tools_factory=lambda: box,
+                    sessions_path=tmp_path / "sessions.sqlite", cursor_blink=False, health_interval=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        status = app.main.status
+        bar = status.query_one("#status-progress")
+        shown = lambda: str(status.query_one("#status-model").render())  # noqa: E731
+        await pilot.pause()
+        assert shown().startswith("gemma3-270m loading ") and bar.display and bar.total is None
+        expected = ["gemma3-270m verifying file", "gemma3-270m hashing 0%", "gemma3-270m hashing 45%",
+                    "gemma3-270m hashing 100%", "gemma3-270m loading into llama.cpp"]
+        await wait_until(pilot, lambda: status.health["umls"] is False, what="the servers' health")
+        for step, text in zip(steps, expected):
+            step.set()
+            await wait_until(pilot, lambda: shown() == text, what=text)
+            rest = status.query_one("#status-rest")  # server health still fits in 80 columns
+            assert status.rest_text().plain.endswith("umls:DOWN") and status.rest_text().cell_len <= rest.region.width
+            if "hashing" in text:
+                percent = int(text.rsplit(" ", 1)[-1].rstrip("%"))
+                assert bar.total == 100 and bar.progress == pytest.approx(percent, abs=1)
+            else:
+                assert bar.total is None  # no percentage to show
+        steps[-1].set()
+        await wait_until(pilot, lambda: app.model is model, what="the model")
+        await pilot.pause()
+        assert shown() == "gemma3-270m ready" and not bar.display
+
+
+def test_the_real_loader_reports_hashing_progress_and_hashes_once(tmp_path, monkeypatch):
+    import hashlib
+
+    from appliance import runtime
+    from tui.backend import HASHING, LOADING, VERIFYING, real_model_loader
+
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * (3 * (1 << 20) - 4))  # three 1 MiB chunks
+    settings = Settings(model_path=str(gguf), model_sha256=hashlib.sha256(gguf.read_bytes()).hexdigest())
+    loaded = []
+    monkeypatch.setattr(runtime, "load_model", lambda s: loaded.append(s) or "model")
+    seen: list = []
+    assert real_model_loader(settings, lambda stage, fraction: seen.append((stage, fraction))) == "model"
+    assert seen == [(VERIFYING, None), (HASHING, pytest.approx(1 / 3)), (HASHING, pytest.approx(2 / 3)),
+                    (HASHING, 1.0), (LOADING, None)]
+    assert loaded == [settings]
+    seen.clear()
+    real_model_loader(settings, lambda stage, fraction: seen.append((stage, fraction)))
+    assert seen == [(VERIFYING, None), (LOADING, None)]  # the checked sum is remembered

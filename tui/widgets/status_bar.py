@@ -1,8 +1,13 @@
-"""The status line: model profile and load state (with progress while loading), tokens per
-second of the last generation, and the health of each MCP server.
+"""The status line: model profile and load state (while loading: the stage, the hashing
+percentage and a bar), tokens per second of the last generation, and the health of each MCP
+server.
 
-Invariant: state is shown in words as well as colour ("up", "down"), so it stays readable
-on a 16-colour console.
+Invariants:
+- State is shown in words as well as colour ("up", "down"), so it stays readable on a
+  16-colour console.
+- While the model loads the line fits 80 columns with the longest stage and every server
+  down (the tokens per second, meaningless before a generation, are left out until then;
+  the bar moves, so a stage needs no clock).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class StatusBar(Horizontal):
         self.profile = profile
         self.load_state = "loading"  # loading | ready | failed
         self.load_detail = "starting"
+        self.load_fraction: float | None = None  # while hashing: the part done, 0..1
         self.tokens_per_second: float | None = None
         self.health: dict[str, bool | None] = {s: None for s in SERVERS}
         self._loading_since = time.monotonic()
@@ -40,8 +46,8 @@ class StatusBar(Horizontal):
         if self.load_state == "loading":
             self._render_all()
 
-    def show_loading(self, detail: str) -> None:
-        self.load_state, self.load_detail = "loading", detail
+    def show_loading(self, detail: str, fraction: float | None = None) -> None:
+        self.load_state, self.load_detail, self.load_fraction = "loading", detail, fraction
         self._render_all()
 
     def set_ready(self, seconds: float) -> None:
@@ -63,19 +69,28 @@ class StatusBar(Horizontal):
     def model_text(self) -> Text:
         text = Text(self.profile, style="bold")
         if self.load_state == "loading":
-            elapsed = time.monotonic() - self._loading_since
-            text.append(f" loading {elapsed:.1f} s", style="bold")
+            text.append(f" {self.stage_text()}", style="bold")
         elif self.load_state == "ready":
             text.append(" ready", style="bold green")
         else:
             text.append(" NOT LOADED", style="bold red")
         return text
 
+    def stage_text(self) -> str:
+        """The load stage in words ("verifying file", "hashing 45%", "loading into llama.cpp");
+        before the loader reports one, the time spent so far."""
+        if self.load_detail == "starting":
+            return f"loading {time.monotonic() - self._loading_since:.1f} s"
+        if self.load_fraction is not None:
+            return f"{self.load_detail} {int(self.load_fraction * 100)}%"
+        return self.load_detail
+
     def rest_text(self) -> Text:
-        text = Text(" │ ")
-        tps = self.tokens_per_second
-        text.append(f"{tps:.1f} tok/s" if tps else "— tok/s")
-        text.append(" │")
+        text = Text(" │")
+        if self.load_state != "loading":
+            tps = self.tokens_per_second
+            text.append(f" {tps:.1f} tok/s" if tps else " — tok/s")
+            text.append(" │")
         for server in SERVERS:
             state = self.health.get(server)
             word, style = {True: ("up", "green"), False: ("DOWN", "bold red"), None: ("?", "")}[state]
@@ -87,5 +102,10 @@ class StatusBar(Horizontal):
         if not self.children:  # not composed yet; on_mount renders
             return
         self.query_one("#status-model", Static).update(self.model_text())
-        self.query_one("#status-progress", ProgressBar).display = self.load_state == "loading"
+        bar = self.query_one("#status-progress", ProgressBar)
+        bar.display = self.load_state == "loading"
+        if self.load_fraction is None:
+            bar.update(total=None)
+        else:
+            bar.update(total=100, progress=self.load_fraction * 100)
         self.query_one("#status-rest", Static).update(self.rest_text())
