@@ -9,6 +9,7 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import Button, Input, OptionList, TextArea
 
 from appliance.sessions import SessionStore
+from mcp_servers.contracts import TOOL_LABELS
 from tests.tui.helpers import (
     IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, GatedModel, ask, chart, good, intent,
     make_app, ready, settle, texts, wait_until, write_script,
@@ -138,6 +139,30 @@ async def test_a_rejected_write_never_runs(tmp_path, tool, key):
         execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
         assert execute.output["error_type"] == "rejected_by_user"
         assert model.pending() == {}
+        # the pre-formatted rejection and the clinician's reason reached synthesis
+        prompt = synthesis_prompt(model)
+        label = TOOL_LABELS[tool]
+        assert f"The clinician did not approve the {label}; nothing was written. Reason given: wrong patient." in prompt
+
+
+@pytest.mark.parametrize("key", ["ctrl+r", "escape"])
+async def test_a_rejection_without_a_reason_claims_none(tmp_path, key):
+    tool = "add_allergy"
+    app, model, toolbox = make_app(tmp_path, write_script(tool, approved=False))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await open_approval(pilot, tool)
+        await pilot.press(key)
+        await settle(pilot)
+        prompt = synthesis_prompt(model)
+        assert "did not approve the Allergy Documentation; nothing was written." in prompt
+        assert "Reason given" not in prompt and calls_of(toolbox, tool) == []
+
+
+def synthesis_prompt(model) -> str:
+    calls = [c for c in model.history if c.node == SY]
+    assert len(calls) == 1
+    return "\n".join(m.content for m in calls[0].messages)
 
 
 async def test_an_edited_argument_is_revalidated(tmp_path):

@@ -4,8 +4,9 @@ save_clinical_note call, editable, with Approve or Reject and an optional reason
 Invariants:
 - Approve returns only arguments that validate against the tool's contract
   (``mcp_servers.contracts.ARG_SCHEMAS``); invalid edits keep the dialog open with a message.
-- Reject and Escape return a rejection carrying the original arguments; nothing else leaves
-  this dialog, so there is no path to a write without Approve.
+- Reject and Escape return a rejection carrying the original arguments and the typed reason
+  (None when none was typed, so no reason is invented); nothing else leaves this dialog, so
+  there is no path to a write without Approve.
 - The dialog opens with the first argument focused, and Enter in a field does nothing, so
   only Ctrl+Y or pressing the Approve button itself approves.
 """
@@ -127,7 +128,8 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         self.dismiss(Approval(True, clean, self.reason()))
 
     def action_reject(self) -> None:
-        self.dismiss(Approval(False, dict(self.original), self.reason() or "rejected by the clinician"))
+        # only the clinician's own words: the reason reaches synthesis as "Reason given: ..."
+        self.dismiss(Approval(False, dict(self.original), self.reason()))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
