@@ -1,5 +1,5 @@
 """The open patient's chart summary: allergies first, then active problems, medications,
-recent labs and vitals.
+recent labs, vitals and the most recent notes.
 
 Invariants: allergies always come first and an empty allergy list reads "none recorded",
 never "no allergies" (absence in the record is not absence in the patient). Chart text is
@@ -14,6 +14,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 MAX_ITEMS = 8
+MAX_NOTES = 3
+NOTE_CHARS = 60
 
 
 def _items(chart: dict, *keys: str) -> list:
@@ -36,14 +38,28 @@ def _result_line(item: dict) -> str:
     return f"{line} ({when})" if when else line
 
 
-def _section(text: Text, title: str, lines: list[str], empty: str, style: str = "bold") -> None:
+def _note_line(note: dict) -> str:
+    """Type, date, then the title and the start of the text; a title that only repeats the
+    type ("Progress note") is left out."""
+    title = str(note.get("title") or "")
+    if title.lower() == f"{note.get('note_type')} note":
+        title = ""
+    about = " ".join(" — ".join(p for p in (title, str(note.get("text") or "")) if p).split())
+    if len(about) > NOTE_CHARS:
+        about = about[:NOTE_CHARS - 1].rstrip() + "…"
+    when = str(note.get("created_at") or note.get("date") or "")[:10]
+    return f"{_join(note.get('note_type'), when)}: {about}"
+
+
+def _section(text: Text, title: str, lines: list[str], empty: str, style: str = "bold",
+             limit: int = MAX_ITEMS) -> None:
     text.append(f"\n{title}\n", style=style)
     if not lines:
         text.append(f"  {empty}\n", style="italic")
-    for line in lines[:MAX_ITEMS]:
+    for line in lines[:limit]:
         text.append(f"  • {line}\n")
-    if len(lines) > MAX_ITEMS:
-        text.append(f"  … {len(lines) - MAX_ITEMS} more\n", style="dim")
+    if len(lines) > limit:
+        text.append(f"  … {len(lines) - limit} more\n", style="dim")
 
 
 def chart_summary(chart: dict) -> Text:
@@ -78,6 +94,8 @@ def chart_summary(chart: dict) -> Text:
     _section(text, "RECENT LABS", labs, "none recorded")
     vitals = [_result_line(x) if isinstance(x, dict) else str(x) for x in _items(chart, "vitals")]
     _section(text, "VITALS", vitals, "none recorded")
+    notes = [_note_line(n) if isinstance(n, dict) else str(n) for n in _items(chart, "recent_notes", "notes")]
+    _section(text, "RECENT NOTES", notes, "none recorded", limit=MAX_NOTES)
     return text
 
 
