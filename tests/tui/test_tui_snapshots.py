@@ -84,3 +84,14 @@ def test_help_screen(tmp_path, snap_compare):
         await pilot.press("f1")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_main_screen_at_80x24_on_a_16_colour_console(tmp_path, snap_compare):
+    """The 16-colour ANSI theme (Textual 8 names it "ansi-dark"; older releases "textual-ansi")
+    at the smallest supported size: every state must still read in words."""
+
+    async def run_before(pilot):
+        pilot.app.theme = "ansi-dark"
+        await open_patient_and_ask(pilot)
+
+    assert snap_compare(answered_app(tmp_path), terminal_size=(80, 24), run_before=run_before)
