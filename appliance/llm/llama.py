@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError
+from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError, SchemaNotSupported
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.context import DecoderBackend, PrefixCache
 from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_supported, sample_free
@@ -210,6 +210,21 @@ class LlamaModel:
         if choice.get("finish_reason") == "length":
             raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}")
         return parse_constrained(choice["text"], schema)
+
+    def generate_constrained_batch(self, jobs, *, parallel: int = 16, n_ctx_per_seq: int = 1024, seed: int = 0):
+        """Independent constrained calls decoded side by side (``appliance.llm.batch``): a
+        list of ``BatchResult`` in the jobs' order, each with its text and validated value or
+        its error. Every schema must have a safe grammar and be one the fast decoder handles."""
+        from appliance.llm.batch import BatchRunner
+
+        for job in jobs:
+            grammar_for(job.schema)
+            if not fast_supported(job.schema.model_json_schema()):
+                raise SchemaNotSupported(f"{job.schema.__name__}: batch decoding needs a fast-decoder schema")
+        with self._lock:
+            table = self.table
+            with BatchRunner(self._llm, table, parallel=parallel, n_ctx_per_seq=n_ctx_per_seq) as runner:
+                return runner.run(jobs, seed=seed)
 
     def generate_free(
         self,

@@ -1,34 +1,53 @@
 """The fast decoder and prefix reuse on the real small model.
 
-The property test runs APPLIANCE_PROPERTY_SAMPLES varied prompts per schema (default 16, so CI
-stays within budget); ``appliance bench`` is where performance figures live.
+The property test decodes APPLIANCE_PROPERTY_SAMPLES varied prompts per schema (default 500;
+15 schemas) with the node's own token limit (every fifth sample a tighter one, to exercise
+early closing), half greedy and half sampled at T=0.7, and checks that every output is one the
+schema's grammar accepts and that Pydantic validates. The calls are decoded side by side in
+llama.cpp batches (``LlamaModel.generate_constrained_batch``: the same decoder walk per call),
+which is what fits 7,500 calls into CI's budget on two cores; a smaller run goes through the
+single-call path that the agent uses. ``appliance bench`` is where performance figures live.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
+import random
 
 import pytest
 
+from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
+from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification, NextToolSelection, ResultAssessment, RetryStrategy, ToolSelection
 from appliance.agent.nodes.common import token_budget
-from appliance.agent.schemas import LLM_SCHEMAS
-from appliance.llm.grammar import accepts, max_output_chars
+from appliance.llm.batch import BatchJob
+from appliance.llm.fast import min_chars
+from appliance.llm.grammar import accepts
 from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message
 from mcp_servers.contracts import ARG_SCHEMAS
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
 
-SAMPLES = int(os.environ.get("APPLIANCE_PROPERTY_SAMPLES", "16"))
-SYSTEMS = [
-    "You are a clinical decision-support assistant. Answer with JSON only.",
-    "Extract the requested fields from the clinician's message. Answer with JSON only.",
-]
-VERBS = ["Check", "Find", "Prescribe", "Document", "Review", "What about", "Tell me", "Search"]
-OBJECTS = ["warfarin and aspirin", "patient abc-123", "metformin 500 mg twice daily", "a penicillin allergy",
-           "trials for asthma", "studies on statins", "the chart of Maria Garcia", "hello", "dofetilide safety",
-           "a progress note: stable, \"quoted\" text\nand a newline"]
+SAMPLES = int(os.environ.get("APPLIANCE_PROPERTY_SAMPLES", "500"))
+SCHEMAS = list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values())
+# Each schema's token limit in the agent (seed 002 §7; the property run gives the dictated
+# note the same 128 as the other argument calls: its longer agent limit is the same code path).
+NODE_BUDGETS = {IntentClassification: intent_classify.MAX_TOKENS, ToolSelection: tool_select.STAGE1_MAX_TOKENS,
+                NextToolSelection: tool_select.STAGE1_MAX_TOKENS, ResultAssessment: result_classify.MAX_TOKENS,
+                RetryStrategy: error_handler.MAX_TOKENS}
+SYSTEMS = [intent_classify.SYSTEM_PROMPT, tool_select.STAGE1_PROMPT, tool_select.STAGE2_PROMPT,
+           result_classify.SYSTEM_PROMPT, error_handler.SYSTEM_PROMPT,
+           "You are a clinical decision-support assistant. Answer with JSON only.",
+           "Extract the requested fields from the clinician's message. Answer with JSON only."]
+VERBS = ["Check", "Find", "Prescribe", "Document", "Review", "What about", "Tell me about", "Search for",
+         "Please look up", "Can you verify", "Write a note on", "Compare"]
+OBJECTS = ["warfarin and aspirin", "patient abc-123", "metformin 500 mg twice daily", "a penicillin allergy with hives",
+           "recruiting trials for asthma", "studies on statins in the elderly", "the chart of Maria Garcia", "hello",
+           "dofetilide safety", 'a progress note: stable, "quoted" text\nand a newline', "amiodarone + digoxin",
+           "HbA1c 8.2% → 7.1% in 3 months", "back\\slash C:\\notes", "the James Wilson born 1961",
+           "eGFR 38 mL/min/1.73m² on lisinopril", "pat-004's INR of 3.4", "tab\tseparated\tvalues", "niño con fiebre 39 °C"]
+CONTEXTS = ["", "\n\n[Drug Safety Report]\nboxed_warning: torsade de pointes", "\n\nNo results were found.",
+            "\n\nThe Patient Record was temporarily unavailable.", "\n\nDetected patient ID: abc-123\nDetected drug name: warfarin"]
 
 
 @pytest.fixture(scope="module")
@@ -36,37 +55,68 @@ def model() -> LlamaModel:
     return LlamaModel(get_profile("gemma3-270m"), assemble_default_model(), n_threads=2)
 
 
-def prompts(n: int):
-    combos = itertools.cycle(itertools.product(SYSTEMS, VERBS, OBJECTS))
-    for i, (system, verb, obj) in zip(range(n), combos):
-        yield [Message("system", system), Message("user", f"{verb} {obj} (case {i})")], (0.0 if i % 2 == 0 else 0.7)
+def budget_for(schema) -> int:
+    return NODE_BUDGETS.get(schema, tool_select.STAGE2_SEED_MAX_TOKENS)
 
 
-def _hang_guard(schema) -> float:
-    """Seconds before the property test of ``schema`` counts as hung: the schema's longest
-    output at one character per token and 10 tokens a second (several times slower than a
-    2-core laptop), per sample. The base model often runs a free string to its limit, one
-    character per token (ClinicalNoteArgs: ~1,500 tokens, ~24 s a call here)."""
-    return 60 + SAMPLES * (2 + max_output_chars(schema) / 10)
+def jobs_for(schema, n: int, rng: random.Random) -> list[BatchJob]:
+    floor = min_chars(schema.model_json_schema(), schema.model_json_schema().get("$defs", {}))
+    jobs = []
+    for i in range(n):
+        text = f"{rng.choice(VERBS)} {rng.choice(OBJECTS)}{rng.choice(CONTEXTS)}"
+        messages = [Message("system", rng.choice(SYSTEMS))]
+        if i % 7 == 3:  # some calls carry an earlier exchange
+            messages += [Message("user", f"{rng.choice(VERBS)} {rng.choice(OBJECTS)}"), Message("assistant", "Done.")]
+        messages.append(Message("user", text))
+        budget = budget_for(schema) if i % 5 else rng.randint(floor, budget_for(schema))
+        jobs.append(BatchJob(messages, schema, 0.0 if i % 2 == 0 else 0.7, budget))
+    return jobs
 
 
-@pytest.mark.parametrize("schema", [
-    pytest.param(schema, id=schema.__name__, marks=pytest.mark.timeout(_hang_guard(schema)))
-    for schema in list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values())
-])
-def test_every_fast_output_is_in_the_grammar_language(model, schema):
-    budget = token_budget(schema, 64)
-    for messages, temperature in prompts(SAMPLES):
-        obj = model.generate_constrained("PROPERTY", messages, schema, temperature=temperature, max_tokens=budget)
+def _hang_guard() -> float:
+    """Seconds before the batched property run counts as hung: 0.5 s a call, several times what
+    two cores need when 16 calls share each llama.cpp step."""
+    return 120 + SAMPLES * len(SCHEMAS) * 0.5
+
+
+@pytest.mark.timeout(_hang_guard())
+def test_every_fast_output_is_in_the_grammar_language(model):
+    rng = random.Random(20261124)
+    jobs = [job for schema in SCHEMAS for job in jobs_for(schema, SAMPLES, rng)]
+    results = model.generate_constrained_batch(jobs, parallel=16)
+    failures = []
+    per_schema: dict[str, int] = {}
+    for job, res in zip(jobs, results):
+        name = job.schema.__name__
+        if res.error is not None or not accepts(job.schema, res.text) \
+                or res.value != job.schema.model_validate_json(res.text):
+            failures.append(f"{name}: {res.error!r} {res.text[:200]!r}")
+            continue
+        assert res.fed_tokens + res.sampled_tokens <= job.max_tokens, (name, res.text)
+        per_schema[name] = per_schema.get(name, 0) + 1
+    assert not failures, f"{len(failures)} invalid of {len(jobs)}: " + "; ".join(failures[:5])
+    assert per_schema == {s.__name__: SAMPLES for s in SCHEMAS}
+    # the fast path decided something in every call (strings and choices were not all fed)
+    assert all(r.sampled_tokens > 0 for r in results)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.__name__)
+def test_single_calls_are_in_the_grammar_language(model, schema):
+    # The path every agent node takes (prefix cache, one call at a time), on fewer prompts.
+    for job in jobs_for(schema, 6, random.Random(schema.__name__)):
+        obj = model.generate_constrained("PROPERTY", job.messages, schema, temperature=job.temperature,
+                                         max_tokens=job.max_tokens)
         assert accepts(schema, model.last_text), model.last_text
-        assert isinstance(obj, schema)
+        assert obj == schema.model_validate_json(model.last_text)
+        assert model.last_stats.completion_tokens <= job.max_tokens and model.last_stats.sampled_tokens > 0
 
 
 def test_grammar_path_outputs_are_in_the_same_language(model):
     schema = LLM_SCHEMAS[0]
-    for messages, temperature in prompts(3):
-        model.generate_constrained("X", messages, schema, temperature=temperature,
-                                   max_tokens=token_budget(schema, 256), decoder="grammar")
+    # llama.cpp's grammar sampler cannot close a string early: give it the longest output's budget
+    for job in jobs_for(schema, 3, random.Random(1)):
+        model.generate_constrained("X", job.messages, schema, temperature=job.temperature,
+                                   max_tokens=token_budget(schema, 256, whole=True), decoder="grammar")
         assert accepts(schema, model.last_text), model.last_text
 
 
