@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from appliance.llm.grammar import output_chars
+
 _UNSAFE = {ord('"'), ord("\\")} | set(range(0x20)) | {0x7F}
 
 
@@ -285,7 +287,7 @@ class SchemaDecoder:
             for i in range(len(fields) - 1, -1, -1):
                 after[i] = rest
                 name, sub = fields[i]
-                rest += len(("{" if i == 0 else ",") + json.dumps(name) + ":") + min_chars(sub, defs)
+                rest += len(("{" if i == 0 else ",") + json.dumps(name) + ":") + output_chars(sub, defs, longest=False)
             for i, (name, sub) in enumerate(fields):
                 self.literal(("{" if i == 0 else ",") + json.dumps(name) + ":")
                 self.value(sub, defs, after[i])
@@ -348,30 +350,6 @@ class SchemaDecoder:
                 self.string_body(lo, hi, tail)
         else:
             raise ValueError("the fast decoder handles nullable strings and enums only")
-
-
-def min_chars(schema: dict, defs: dict) -> int:
-    """Characters of the shortest JSON text ``schema`` accepts in the decoder's compact form."""
-    if "$ref" in schema:
-        return min_chars(defs[schema["$ref"].split("/")[-1]], defs)
-    if "anyOf" in schema:
-        return min(min_chars(o, defs) for o in schema["anyOf"])
-    if "enum" in schema or "const" in schema:
-        values = schema.get("enum", [schema.get("const")])
-        return min(len(json.dumps(v, ensure_ascii=False)) for v in values)
-    kind = schema.get("type")
-    if kind == "object":
-        props = schema.get("properties", {})
-        return 2 + max(0, len(props) - 1) + sum(len(json.dumps(k)) + 1 + min_chars(v, defs) for k, v in props.items())
-    if kind == "string":
-        return 2 + int(schema.get("minLength", 0))
-    if kind == "array":
-        items = schema.get("items") or {}
-        n = int(schema.get("minItems", 0))
-        return 2 + n * min_chars(items, defs) + max(0, n - 1)
-    if kind == "boolean":
-        return 4
-    return 4  # null
 
 
 def fast_supported(json_schema: dict) -> bool:

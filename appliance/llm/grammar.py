@@ -195,27 +195,32 @@ def check_grammar(text: str) -> None:
 def max_output_chars(schema: type[BaseModel]) -> int:
     """Longest output (in characters) the schema's grammar accepts."""
     json_schema = schema.model_json_schema()
-    return _max_chars(json_schema, json_schema.get("$defs", {}))
+    return output_chars(json_schema, json_schema.get("$defs", {}), longest=True)
 
 
-def _max_chars(schema: dict, defs: dict) -> int:
+def output_chars(schema: dict, defs: dict, *, longest: bool) -> int:
+    """Characters of the longest (or shortest) compact JSON text the grammar accepts for
+    ``schema``: the bound on tokens of a whole output, or what the rest of one still needs."""
+    pick = max if longest else min
     if "$ref" in schema:
-        return _max_chars(defs[schema["$ref"].split("/")[-1]], defs)
+        return output_chars(defs[schema["$ref"].split("/")[-1]], defs, longest=longest)
     if "anyOf" in schema:
-        return max(_max_chars(option, defs) for option in schema["anyOf"])
+        return pick(output_chars(option, defs, longest=longest) for option in schema["anyOf"])
     if "enum" in schema or "const" in schema:
-        return max(len(json.dumps(v)) for v in schema.get("enum", [schema.get("const")]))
+        return pick(len(json.dumps(v, ensure_ascii=False)) for v in schema.get("enum", [schema.get("const")]))
     kind = schema.get("type")
     if kind == "object":
-        props = schema["properties"]
-        fields = sum(len(json.dumps(k)) + 1 + _max_chars(v, defs) for k, v in props.items())
-        return 2 + fields + len(props) - 1  # braces, "key": value, commas between
+        props = schema.get("properties", {})
+        fields = sum(len(json.dumps(k)) + 1 + output_chars(v, defs, longest=longest) for k, v in props.items())
+        return 2 + fields + max(0, len(props) - 1)  # braces, "key": value, commas between
     if kind == "string":
-        return 2 + int(schema.get("maxLength", _UNBOUNDED_STRING_CAP))
+        return 2 + (int(schema.get("maxLength", _UNBOUNDED_STRING_CAP)) if longest else int(schema.get("minLength", 0)))
     if kind == "array":
-        n = int(schema.get("maxItems", 16))
-        return 2 + n * _max_chars(schema.get("items") or {}, defs) + n - 1
-    return {"integer": 16, "number": 27, "boolean": 5, "null": 4}[kind]
+        n = int(schema.get("maxItems", 16)) if longest else int(schema.get("minItems", 0))
+        return 2 + n * output_chars(schema.get("items") or {}, defs, longest=longest) + max(0, n - 1)
+    if longest:
+        return {"integer": 16, "number": 27, "boolean": 5, "null": 4}[kind]
+    return {"integer": 1, "number": 1, "boolean": 4, "null": 4}[kind]
 
 
 def accepts(schema: type[BaseModel], text: str) -> bool:

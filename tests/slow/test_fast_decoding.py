@@ -20,8 +20,7 @@ from appliance.agent.nodes import error_handler, intent_classify, result_classif
 from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification, NextToolSelection, ResultAssessment, RetryStrategy, ToolSelection
 from appliance.agent.nodes.common import token_budget
 from appliance.llm.batch import BatchJob
-from appliance.llm.fast import min_chars
-from appliance.llm.grammar import accepts
+from appliance.llm.grammar import accepts, output_chars
 from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message
 from mcp_servers.contracts import ARG_SCHEMAS
@@ -60,7 +59,8 @@ def budget_for(schema) -> int:
 
 
 def jobs_for(schema, n: int, rng: random.Random) -> list[BatchJob]:
-    floor = min_chars(schema.model_json_schema(), schema.model_json_schema().get("$defs", {}))
+    js = schema.model_json_schema()
+    floor = output_chars(js, js.get("$defs", {}), longest=False)
     jobs = []
     for i in range(n):
         text = f"{rng.choice(VERBS)} {rng.choice(OBJECTS)}{rng.choice(CONTEXTS)}"
