@@ -21,8 +21,7 @@ KNOWN_GAPS = {
     "Carbidopa/levodopa 25/100", "Montelukast", "Insulin lispro",
     "Shellfish", "Cat dander", "Peanut", "Egg", "Latex", "Iodinated contrast media",
     "Urine albumin/creatinine ratio", "Uric acid", "Total cholesterol", "LDL cholesterol (calculated)",
-    "HDL cholesterol", "Triglycerides", "ALT", "AST", "TSH", "NT-proBNP", "Oxygen saturation (pulse oximetry)",
-    "eGFR",
+    "HDL cholesterol", "Triglycerides", "TSH", "NT-proBNP", "eGFR",
 }
 
 
