@@ -27,8 +27,8 @@ from textual.screen import Screen
 from appliance.config import Settings
 from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
-from appliance.llm.llama import LlamaModel
 from models.profiles import get_profile
+from models.projector import projector_problem
 from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 from tui import events
 from tui.actions import app_bindings
@@ -107,13 +107,11 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
 
     @property
     def image_analysable(self) -> bool:
-        """True only when the runtime can run this profile's vision projector.
-
-        The in-process runtime does not run projectors yet (``LlamaModel.VISION``), so even a
-        placed mmproj file must not make the terminal promise an analysis the agent cannot do.
-        """
-        mmproj = self.profile.mmproj_path()
-        return LlamaModel.VISION and mmproj is not None and mmproj.exists()
+        """True only when the model can analyse images: its ``vision_available`` once loaded
+        (a projector llama.cpp refused makes it false), before that the profile's projector file."""
+        if self.model is not None:
+            return bool(getattr(self.model, "vision_available", False))
+        return projector_problem(self.profile) is None
 
     def notice(self, text: str, severity: str = "information") -> None:
         self.notices.append((severity, text))

@@ -136,15 +136,10 @@ class Agent:
             started = time.perf_counter()
             self.model.last_stats = None  # so a node that makes no model call reports none
             if node == "INPUT_ASSEMBLY":
-                update = input_assembly.run(state, self.drugs, history or [], self.settings.history_turns,
-                                            vision_available=False)
+                update, output = input_assembly.run(state, self.drugs, history or [], self.settings.history_turns,
+                                                    model=self.model, cancel=cancel)
                 state = state.merge(update)
-                e = state.extracted_entities
-                emit(node, started, {
-                    "patient_ids": list(e.patient_ids), "drug_mentions": list(e.drug_mentions),
-                    "action_verbs": list(e.action_verbs), "has_image": e.has_image,
-                    "history_messages": len(state.conversation_history),
-                }, model_call=False)
+                emit(node, started, output, model_call=output.get("image_analysis") in ("done", "failed"))
                 node = "INTENT_CLASSIFY"
             elif node == "INTENT_CLASSIFY":
                 update, output = intent_classify.run(state, llm)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from appliance.errors import GenerationCancelled, ScriptError
+from appliance.llm import vision as vision_mod
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.prompt import Message
 
@@ -28,15 +29,19 @@ class Call:
 
 
 class ScriptedModel:
+    """``vision`` sets ``vision_available``; by default a script that queues replies for
+    ``IMAGE_ANALYSIS`` (``analyze_image``'s node name) stands for a model with a projector."""
+
     profile_name = "scripted"
 
-    def __init__(self, replies: dict[str, list[Any]] | None = None):
+    def __init__(self, replies: dict[str, list[Any]] | None = None, *, vision: bool | None = None):
         self._queues: dict[str, deque] = defaultdict(deque)
         self.history: list[Call] = []
         self.last_stats: CallStats | None = None
         for node, items in (replies or {}).items():
             for item in items:
                 self.enqueue(node, item)
+        self.vision_available = bool(self._queues.get(vision_mod.NODE)) if vision is None else vision
 
     def enqueue(self, node: str, reply: Any) -> "ScriptedModel":
         """Queue a reply for a node: a dict (constrained), a str (free text) or an Exception."""
@@ -89,3 +94,19 @@ class ScriptedModel:
                 on_token(piece)
         self.last_stats = CallStats(node=node, completion_tokens=len(pieces))
         return "".join(pieces)
+
+    def analyze_image(self, image_path, question: str, *, cancel: threading.Event | None = None):
+        """The next ``IMAGE_ANALYSIS`` reply as ``ImageFindings``, after the runtime's own
+        availability and image-file checks."""
+        if not self.vision_available:
+            raise vision_mod.VisionUnavailable("image analysis is unavailable: the scripted model has no projector")
+        vision_mod.read_image(image_path)
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled(f"{vision_mod.NODE}: cancelled before it started")
+        node = vision_mod.NODE
+        self.history.append(Call(node, vision_mod.image_messages(question), "ImageFindings",
+                                 vision_mod.TEMPERATURE, vision_mod.MAX_TOKENS))
+        reply = self._next(node)
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        self.last_stats = CallStats(node=node, completion_tokens=len(text) // 4)
+        return parse_constrained(text, vision_mod.ImageFindings)

@@ -11,6 +11,8 @@ Invariants:
   and for any schema the fast decoder does not handle).
 - ``max_tokens`` is always respected; a generation that stops on the limit raises
   ``GenerationTruncated`` instead of returning half an object.
+- An image call (``appliance.llm.vision``) holds the same lock and leaves the KV cache empty,
+  so the next text prompt never reuses cells that hold image embeddings.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError, SchemaNotSupported
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
@@ -29,8 +31,11 @@ from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTa
 from appliance.llm.grammar import grammar_for
 from appliance.llm.prompt import START, Message, render_gemma
 from models.profiles import ModelProfile
+from models.projector import projector_problem
 from models.verify import verify_model_file
 
+if TYPE_CHECKING:
+    from appliance.llm.vision import ImageFindings
 
 _GGML_LOG_ERROR, _GGML_LOG_CONT = 4, 5  # ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
 _log_callback = None  # kept referenced: llama.cpp holds only the C pointer
@@ -79,10 +84,6 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
 class LlamaModel:
     """A loaded GGUF behind the LanguageModel interface."""
 
-    # Vision projectors (a profile's mmproj) are not run yet: analyze_medical_image reports
-    # itself unavailable and the terminal says so, whatever files are placed.
-    VISION = False
-
     def __init__(
         self, profile: ModelProfile, path: Path, *, sha256: str | None = None, n_threads: int | None = None,
         decoder: str = "fast", snapshot_bytes: int = 256 << 20,
@@ -107,6 +108,7 @@ class LlamaModel:
         self._backend = DecoderBackend(self.cache, self._llm.n_vocab())
         self._fast_ok: dict[type, bool] = {}
         self._json_schemas: dict[type, dict] = {}
+        self._vision = None  # appliance.llm.vision.VisionRuntime, created by the first image
 
     @property
     def table(self) -> TokenTable:
@@ -210,6 +212,60 @@ class LlamaModel:
         if choice.get("finish_reason") == "length":
             raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}")
         return parse_constrained(choice["text"], schema)
+
+    # -- images (appliance.llm.vision) ----------------------------------------------------
+    @property
+    def vision_problem(self) -> str | None:
+        """Why images cannot be analysed with this model, or None when they can."""
+        if self._vision is not None and self._vision.failed:
+            return self._vision.failed
+        return projector_problem(self.profile)
+
+    @property
+    def vision_available(self) -> bool:
+        """The profile names a projector, the file is in place and is a GGUF vision projector,
+        and llama.cpp has not refused it."""
+        return self.vision_problem is None
+
+    def analyze_image(self, image_path: str | Path, question: str, *,
+                      cancel: threading.Event | None = None) -> ImageFindings:
+        """Structured findings of one PNG/JPEG, decoded by the fast decoder after the image
+        prefill (T=0.3, 512 tokens). The text prefix cache starts afresh afterwards."""
+        from appliance.llm import vision
+
+        problem = self.vision_problem
+        if problem is not None:
+            raise vision.VisionUnavailable(f"image analysis is unavailable: {problem}")
+        image = vision.read_image(image_path)
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled(f"{vision.NODE}: cancelled before it started")
+        started = time.perf_counter()
+        with self._lock:
+            if self._vision is None:
+                self._vision = vision.VisionRuntime(self._llm, self.profile.mmproj_path())
+            table = self.table
+            eval_before = self.cache.eval_seconds
+            try:
+                text, prompt_tokens, stats = self._vision.analyze(
+                    self._backend, table, image, question, eval_tokens=self.cache.eval, cancel=cancel)
+            except BudgetExceeded:
+                raise GenerationTruncated(f"{vision.NODE}: ImageFindings output hit max_tokens={vision.MAX_TOKENS}") from None
+            except Cancelled:
+                raise GenerationCancelled(f"{vision.NODE}: cancelled") from None
+            finally:
+                # The KV cells hold image embeddings that input_ids cannot describe: the next
+                # text prompt is evaluated from an empty cache (static snapshots stay valid).
+                self._llm.reset()
+                self._llm._ctx.kv_cache_clear()
+            eval_seconds = self.cache.eval_seconds - eval_before
+        self.last_text = text
+        self.last_stats = CallStats(
+            node=vision.NODE, prompt_tokens=prompt_tokens, completion_tokens=stats.fed_tokens + stats.sampled_tokens,
+            seconds=time.perf_counter() - started, finish_reason="stop", prefill_tokens=prompt_tokens,
+            eval_seconds=eval_seconds, sampled_tokens=stats.sampled_tokens, fallbacks=stats.fallbacks,
+            closed_early=stats.closed_early,
+        )
+        return parse_constrained(text, vision.ImageFindings)
 
     def generate_constrained_batch(self, jobs, *, parallel: int = 16, n_ctx_per_seq: int = 1024, seed: int = 0):
         """Independent constrained calls decoded side by side (``appliance.llm.batch``): a

@@ -1,15 +1,20 @@
-"""Node 1, INPUT_ASSEMBLY (deterministic): history, image flag, regex/dictionary entities.
+"""Node 1, INPUT_ASSEMBLY: history, image flag, regex/dictionary entities, and for an
+attached image the image call (``analyze_image``) when the model can run it.
 
-Invariant: no model call for text-only input; the drug dictionary comes from local data
-(knowledge and UMLS servers) so it grows with every import.
+Invariants: no model call for text-only input, nor for an image the model cannot analyse (a
+notice reaches synthesis instead); the drug dictionary comes from local data (knowledge and
+UMLS servers) so it grows with every import.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Iterable
 
 from appliance.agent.state import AgentState, ExtractedEntities
+from appliance.errors import ApplianceError, GenerationCancelled
+from appliance.llm.vision import ImageFileError, VisionUnavailable
 
 UUID_RE = re.compile(r"\b[a-f0-9]{8}(?:-[a-f0-9]{4}){3}-[a-f0-9]{12}\b", re.IGNORECASE)
 SHORT_ID_RE = re.compile(r"\b[a-z]{3}-\d{3}\b")
@@ -61,14 +66,44 @@ def extract_entities(query: str, drugs: DrugDictionary, has_image: bool = False)
 
 
 IMAGE_UNAVAILABLE = "Image analysis is not available with the current model; the attached image was not analysed."
+IMAGE_FAILED = "The attached image could not be analysed ({reason}); no image findings are available."
 
 
 def run(state: AgentState, drugs: DrugDictionary, history: list[tuple[str, str]], max_turns: int,
-        vision_available: bool = False) -> dict:
-    """The update for the state: entities, the last ``max_turns`` exchanges, image notice."""
+        model=None, cancel: threading.Event | None = None) -> tuple[dict, dict]:
+    """(update, trace output): entities, the last ``max_turns`` exchanges, and for an attached
+    image either its findings (when ``model.vision_available``) or a notice for synthesis."""
     entities = extract_entities(state.user_query, drugs, has_image=state.image_path is not None)
     recent = tuple(history[-2 * max_turns:]) if max_turns > 0 else ()
     update: dict = {"extracted_entities": entities, "conversation_history": recent}
-    if entities.has_image and not vision_available:
-        update["error_messages"] = [IMAGE_UNAVAILABLE]
-    return update
+    output: dict = {
+        "patient_ids": list(entities.patient_ids), "drug_mentions": list(entities.drug_mentions),
+        "action_verbs": list(entities.action_verbs), "has_image": entities.has_image,
+        "history_messages": len(recent),
+    }
+    if entities.has_image:
+        update_image, output_image = analyse_image(state, model, cancel)
+        update.update(update_image)
+        output.update(output_image)
+    return update, output
+
+
+def analyse_image(state: AgentState, model, cancel: threading.Event | None) -> tuple[dict, dict]:
+    """Seed 002 §4 node 1 step 3: the image call, or the notice that replaces it. A failure
+    never ends the turn (only a cancel does); the clinician learns the image was not analysed."""
+    if not getattr(model, "vision_available", False):
+        return {"error_messages": [IMAGE_UNAVAILABLE]}, {"image_analysis": "unavailable"}
+    try:
+        findings = model.analyze_image(state.image_path, state.user_query, cancel=cancel)
+    except GenerationCancelled:
+        raise
+    except VisionUnavailable as exc:  # e.g. llama.cpp refused the projector at first use
+        return {"error_messages": [IMAGE_UNAVAILABLE]}, {"image_analysis": "unavailable", "image_error": str(exc)}
+    except ImageFileError as exc:
+        return ({"error_messages": [IMAGE_FAILED.format(reason=exc)]},
+                {"image_analysis": "failed", "image_error": str(exc)})
+    except ApplianceError as exc:
+        return ({"error_messages": [IMAGE_FAILED.format(reason="the model gave no usable findings")]},
+                {"image_analysis": "failed", "image_error": str(exc)})
+    data = findings.model_dump()
+    return {"image_findings": data}, {"image_analysis": "done", "image_findings": data}

@@ -85,8 +85,7 @@ _LONGEST_FORM = max(map(len, _NAME_FORMS))
 def user_message(state: AgentState) -> str:
     sections = [f"Clinician's question: {state.user_query}", f"Clinical context: {state.task_summary}"]
     if state.image_findings:
-        findings = "; ".join(state.image_findings.get("findings", []))
-        sections.append(f"Image findings ({state.image_findings.get('modality', 'image')}): {findings}")
+        sections.append(image_section(state.image_findings))
     results = [r.formatted_result for r in state.tool_results if r.error_type is None]
     if results:
         sections.append("Information found:\n" + "\n\n".join(results))
@@ -99,8 +98,17 @@ def user_message(state: AgentState) -> str:
     return text
 
 
+def image_section(findings: dict) -> str:
+    """INPUT_ASSEMBLY's image findings, labelled as an automated reading of the image."""
+    modality = findings.get("modality") or "image"
+    confidence = findings.get("confidence") or "unstated"
+    items = "\n".join(f"- {item}" for item in findings.get("findings") or ()) or "- none reported"
+    return f"Image findings (automated analysis of the attached {modality}; {confidence} confidence):\n{items}"
+
+
 def fallback_answer(state: AgentState) -> str:
-    parts = [r.formatted_result for r in state.tool_results if r.error_type is None]
+    parts = [image_section(state.image_findings)] if state.image_findings else []
+    parts += [r.formatted_result for r in state.tool_results if r.error_type is None]
     parts += list(dict.fromkeys(state.error_messages))
     if not parts:
         return "I could not produce an answer to that question. Please rephrase it or try again."
