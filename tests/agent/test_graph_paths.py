@@ -372,3 +372,28 @@ def test_every_node_call_uses_seed_002_section_7_settings():
     assert seen == expected
     note = ARG_SCHEMAS["save_clinical_note"]
     assert token_budget(note, 128, whole=True) > 1000  # the note's own bound, far above 128
+
+
+def test_the_image_tool_answers_from_this_turns_image_analysis(tmp_path):
+    from tests.llm.gguf_helpers import png
+
+    image = tmp_path / "cxr.png"
+    image.write_bytes(png(64, 64))
+    findings = {"modality": "chest X-ray", "findings": ["right lower lobe opacity"], "confidence": "moderate"}
+    script = {"IMAGE_ANALYSIS": [findings], IC: [intent("analyze_medical_image")],
+              TS: [{"tool_name": "analyze_medical_image"}, {"query": "What does this show?"}],
+              RC: [good()], SY: ["A right lower lobe opacity."]}
+    result, model, toolbox = run("What does this chest X-ray show?", script, image_path=str(image))
+    assert toolbox.calls == []  # answered in the agent from the analysis, not by a server
+    assert result.tool_calls[0]["error_type"] is None
+    assert "right lower lobe opacity" in model.history[-1].messages[-1].content
+
+
+def test_the_image_tool_without_an_image_asks_for_one():
+    result, _, _ = run(
+        "Analyse the image",
+        {IC: [intent("analyze_medical_image")], TS: [{"tool_name": "analyze_medical_image"}, {"query": "findings"}],
+         RC: [{"quality": "error_fatal", "brief_summary": "No image."}]},
+    )
+    assert result.kind == "clarification"
+    assert result.response == "I need more information to complete this request: an attached image."

@@ -224,9 +224,28 @@ def execute(
     )
 
 
+def image_result(state: AgentState, args: dict | None) -> ToolResult:
+    """analyze_medical_image answers from this turn's image analysis (INPUT_ASSEMBLY ran it on
+    the attached image): the findings, or why there are none. No image is ever described twice
+    or from imagination."""
+    tool = "analyze_medical_image"
+    clean, error_type, missing = validate_args(tool, args)
+    if error_type:
+        return _error_result(tool, args or {}, error_type, "arguments failed validation", missing)
+    if state.image_findings:
+        return ToolResult(tool_name=tool, tool_label=TOOL_LABELS[tool], args=clean, result=dict(state.image_findings),
+                          formatted_result=format_result(tool, dict(state.image_findings)))
+    if state.image_path is None:
+        return _error_result(tool, clean, "missing_required_args", "no image attached", ["an attached image"])
+    return _error_result(tool, clean, "service_unavailable", "the image could not be analysed")
+
+
 def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float) -> tuple[dict, ToolResult]:
-    result = execute(state.current_tool, state.current_args, tools, approver, deadline,
-                     grounded_patient_ids(state), clinician_text(state))
+    if state.current_tool == "analyze_medical_image":
+        result = image_result(state, state.current_args)
+    else:
+        result = execute(state.current_tool, state.current_args, tools, approver, deadline,
+                         grounded_patient_ids(state), clinician_text(state))
     update = {
         "tool_results": [result],
         "step_count": state.step_count + 1,
