@@ -100,6 +100,19 @@ def _path_has(*nodes: str, kind: str | None = None, min_executes: int = 1):
     return check
 
 
+IA, IC, TS, TE, RC, DR, EH, SY = ("INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",
+                                  "RESULT_CLASSIFY", "DETERMINISTIC_ROUTER", "ERROR_HANDLER", "SYNTHESIZE")
+LOOP = [TS, TE, RC, DR]
+
+
+def _exact_path(*path: str, kind: str = "answer"):
+    def check(r: TurnResult) -> str | None:
+        if r.path != list(path):
+            return f"expected {' '.join(path)}"
+        return None if r.kind == kind else f"expected a {kind}, got {r.kind}"
+    return check
+
+
 SCENARIOS = [
     Scenario("greeting", "Hello, how are you?"),
     Scenario("definition", "What is hypertension?"),
@@ -120,6 +133,26 @@ SCENARIOS = [
              check=lambda r: None if r.path == ["INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",
                                                 "RESULT_CLASSIFY", "DETERMINISTIC_ROUTER", "SYNTHESIZE"]
              and r.kind == "clarification" and "James Wilson" in r.response else f"unexpected {r.path} / {r.kind}"),
+    # Hybrid rows script only the branching choices (intent, tool, arguments); the real model
+    # classifies results and writes the answer, and the path must be exactly the seed's.
+    Scenario("path: direct", "What is hypertension?", kind="hybrid",
+             script={"INTENT_CLASSIFY": [{"intent": "DIRECT", "task_summary": "Definition of hypertension.",
+                                          "suggested_tool": None}]},
+             check=_exact_path(IA, IC, SY)),
+    Scenario("path: single tool", "Check FDA warnings for dofetilide", kind="hybrid",
+             script={"INTENT_CLASSIFY": [_intent("check_drug_safety")],
+                     "TOOL_SELECT": [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}]},
+             check=_exact_path(IA, IC, *LOOP, SY)),
+    Scenario("path: error skip", "Check FDA warnings for zorblatin", kind="hybrid",
+             script={"INTENT_CLASSIFY": [_intent("check_drug_safety")],
+                     "TOOL_SELECT": [{"tool_name": "check_drug_safety"}, {"drug_name": "zorblatin"}]},
+             check=_exact_path(IA, IC, *LOOP, EH, SY)),
+    Scenario("path: three tools", "Find patient John Smith, check his chart, and verify metformin safety", kind="hybrid",
+             script={"INTENT_CLASSIFY": [_intent("search_patient")],
+                     "TOOL_SELECT": [{"tool_name": "search_patient"}, {"name": "John Smith"},
+                                     {"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"},
+                                     {"tool_name": "check_drug_safety"}, {"drug_name": "metformin"}]},
+             check=_exact_path(IA, IC, *LOOP * 3, SY)),
     Scenario("multi-tool chart", "Find patient Maria Garcia and check her chart", kind="hybrid",
              script={"INTENT_CLASSIFY": [_intent("search_patient")],
                      "TOOL_SELECT": [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},
