@@ -18,7 +18,7 @@ from mcp_servers.umls_store import NoMatch, search
 KNOWN_GAPS = {
     "Chronic kidney disease stage 4", "Streptococcal sore throat",
     "Tiotropium inhaler", "Prenatal multivitamin",
-    "Carbidopa/levodopa 25/100", "Montelukast", "Insulin lispro",
+    "Carbidopa/levodopa 25/100",
     "Cat dander", "Peanut", "Latex", "Iodinated contrast media",
     "Urine albumin/creatinine ratio", "Uric acid", "NT-proBNP", "eGFR",
 }
