@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -350,6 +351,18 @@ class SchemaDecoder:
                 self.string_body(lo, hi, tail)
         else:
             raise ValueError("the fast decoder handles nullable strings and enums only")
+
+
+@lru_cache(maxsize=None)
+def schema_json(schema: type) -> dict:
+    """A Pydantic schema's JSON schema, built once per class (the decoder only reads it)."""
+    return schema.model_json_schema()
+
+
+@lru_cache(maxsize=None)
+def fast_handles(schema: type) -> bool:
+    """Whether SchemaDecoder handles ``schema`` (decided once per class)."""
+    return fast_supported(schema_json(schema))
 
 
 def fast_supported(json_schema: dict) -> bool:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError, SchemaNotSupported
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.context import DecoderBackend, PrefixCache
-from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_supported, sample_free
+from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_handles, sample_free, schema_json
 from appliance.llm.grammar import grammar_for
 from appliance.llm.prompt import START, Message, render_gemma
 from models.profiles import ModelProfile
@@ -106,8 +106,6 @@ class LlamaModel:
         self.cache = PrefixCache(self._llm, snapshot_bytes)
         self._table: TokenTable | None = None
         self._backend = DecoderBackend(self.cache, self._llm.n_vocab())
-        self._fast_ok: dict[type, bool] = {}
-        self._json_schemas: dict[type, dict] = {}
         self._vision = None  # appliance.llm.vision.VisionRuntime, created by the first image
 
     @property
@@ -147,10 +145,7 @@ class LlamaModel:
         grammar_for(schema)
         mode = decoder or self.decoder
         if mode == "fast":
-            supported = self._fast_ok.get(schema)
-            if supported is None:
-                supported = self._fast_ok[schema] = fast_supported(schema.model_json_schema())
-            if supported:
+            if fast_handles(schema):
                 return self._constrained_fast(node, messages, schema, temperature, max_tokens, cancel)
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled(f"{node}: cancelled before it started")
@@ -159,9 +154,7 @@ class LlamaModel:
     def _constrained_fast(self, node, messages, schema: type[T], temperature: float, max_tokens: int,
                           cancel: threading.Event | None = None) -> T:
         static, dynamic = split_static(messages)
-        json_schema = self._json_schemas.get(schema)
-        if json_schema is None:
-            json_schema = self._json_schemas[schema] = schema.model_json_schema()
+        json_schema = schema_json(schema)
         started = time.perf_counter()
         with self._lock:
             table = self.table
@@ -273,10 +266,10 @@ class LlamaModel:
         its error. Every schema must have a safe grammar and be one the fast decoder handles."""
         from appliance.llm.batch import BatchRunner
 
-        for job in jobs:
-            grammar_for(job.schema)
-            if not fast_supported(job.schema.model_json_schema()):
-                raise SchemaNotSupported(f"{job.schema.__name__}: batch decoding needs a fast-decoder schema")
+        for schema in {job.schema for job in jobs}:
+            grammar_for(schema)
+            if not fast_handles(schema):
+                raise SchemaNotSupported(f"{schema.__name__}: batch decoding needs a fast-decoder schema")
         with self._lock:
             table = self.table
             with BatchRunner(self._llm, table, parallel=parallel, n_ctx_per_seq=n_ctx_per_seq) as runner:
