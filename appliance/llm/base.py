@@ -36,6 +36,7 @@ class CallStats:
     cache_hit: bool = False
     eval_seconds: float = 0.0  # time inside llama.cpp evaluation
     sampled_tokens: int = 0  # tokens chosen from logits (the rest were fed in batches)
+    model_steps: int = 0  # times the model's logits decided something (choices, characters, closes)
     fallbacks: int = 0  # steps where the first choice was rejected
     closed_early: int = 0  # strings the decoder closed at their maxLength or the token budget
 

@@ -45,6 +45,7 @@ class BatchResult:
     error: Exception | None
     sampled_tokens: int = 0
     fed_tokens: int = 0
+    model_steps: int = 0  # times the model's logits decided something
 
 
 class _Slot:
@@ -226,7 +227,8 @@ class BatchRunner:
         except Exception as exc:  # noqa: BLE001 - reported per job, never lost
             text, value, error = "".join(dec.out), None, exc
         # the prompt was fed before the decoder started, so its counters hold the output only
-        results[index] = BatchResult(text, value, error, dec.stats.sampled_tokens, dec.stats.fed_tokens)
+        results[index] = BatchResult(text, value, error, dec.stats.sampled_tokens, dec.stats.fed_tokens,
+                                     dec.stats.model_steps)
         with self.cond:
             slot.done = True
             self.cond.notify_all()

@@ -79,6 +79,7 @@ class TokenTable:
 class DecodeStats:
     fed_tokens: int = 0  # scaffolding and forced tokens evaluated in batches
     sampled_tokens: int = 0  # tokens chosen from logits
+    model_steps: int = 0  # times the model's logits were read to decide (a close counts, unlike sampled_tokens)
     fallbacks: int = 0  # steps where the first choice was rejected and the vocabulary masked
     closed_early: int = 0  # strings closed by their maxLength or by the token budget
     eval_seconds: float = 0.0
@@ -144,6 +145,7 @@ class SchemaDecoder:
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled()
         self._flush()
+        self.stats.model_steps += 1
         return self.b.logits()
 
     def _pick(self, logits: np.ndarray, candidates: np.ndarray) -> int:

@@ -175,7 +175,7 @@ class LlamaModel:
             seconds=time.perf_counter() - started, finish_reason="stop",
             prefill_tokens=prefill.prefill_tokens, cache_hit=prefill.snapshot_hit, static_tokens=prefill.static_tokens,
             eval_seconds=eval_seconds, sampled_tokens=dec.stats.sampled_tokens, fallbacks=dec.stats.fallbacks,
-            closed_early=dec.stats.closed_early,
+            closed_early=dec.stats.closed_early, model_steps=dec.stats.model_steps,
         )
         return parse_constrained(text, schema)
 

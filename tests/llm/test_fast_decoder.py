@@ -105,6 +105,27 @@ def test_sampling_stays_inside_the_language():
         assert accepts(Small, decode(Small, backend, temperature=1.0))
 
 
+class Note(BaseModel):
+    text: str = Field(max_length=5)
+
+
+def test_a_model_that_closes_at_once_decided_without_sampling_a_token():
+    # The closing quote is fed as scaffolding, so no token counts as sampled, but the model was
+    # asked and chose to close: that is a model step. The property test counts steps.
+    dec = SchemaDecoder(ScriptedBackend(['"']), table(), 0.0)
+    dec.value(Note.model_json_schema(), {})
+    assert "".join(dec.out) == '{"text":""}'
+    assert dec.stats.sampled_tokens == 0 and dec.stats.model_steps == 1
+
+
+def test_at_the_floor_budget_nothing_is_left_to_decide():
+    backend = ScriptedBackend([], favourite="a")
+    floor = len(backend.tokenize('{"text":""}'))
+    dec = SchemaDecoder(backend, table(), 0.0, budget=floor)
+    dec.value(Note.model_json_schema(), {})
+    assert "".join(dec.out) == '{"text":""}' and dec.stats.model_steps == 0
+
+
 class Arr(BaseModel):
     items: list[str] = Field(min_length=2, max_length=3)
 

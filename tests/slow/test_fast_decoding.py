@@ -96,8 +96,11 @@ def test_every_fast_output_is_in_the_grammar_language(model):
         per_schema[name] = per_schema.get(name, 0) + 1
     assert not failures, f"{len(failures)} invalid of {len(jobs)}: " + "; ".join(failures[:5])
     assert per_schema == {s.__name__: SAMPLES for s in SCHEMAS}
-    # the fast path decided something in every call (strings and choices were not all fed)
-    assert all(r.sampled_tokens > 0 for r in results)
+    # With the node's own limit the model decided something in every call (not everything was
+    # fed). A tighter limit may leave no room for any decision: every string closed at once and
+    # every choice down to its shortest option is a correct output at the schema's floor.
+    assert all(r.model_steps > 0 for job, r in zip(jobs, results) if job.max_tokens == budget_for(job.schema))
+    assert sum(r.sampled_tokens for r in results) > 0
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.__name__)
@@ -108,7 +111,9 @@ def test_single_calls_are_in_the_grammar_language(model, schema):
                                          max_tokens=job.max_tokens)
         assert accepts(schema, model.last_text), model.last_text
         assert obj == schema.model_validate_json(model.last_text)
-        assert model.last_stats.completion_tokens <= job.max_tokens and model.last_stats.sampled_tokens > 0
+        assert model.last_stats.completion_tokens <= job.max_tokens
+        if job.max_tokens == budget_for(schema):
+            assert model.last_stats.model_steps > 0
 
 
 def test_grammar_path_outputs_are_in_the_same_language(model):
