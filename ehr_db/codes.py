@@ -103,6 +103,7 @@ RXNORM_INGREDIENTS: dict[str, str] = {
     "fluticasone": "41126",
     "budesonide": "19831",
     "montelukast": "88249",
+    "tiotropium": "69120",
     "omeprazole": "7646",
     "pantoprazole": "40790",
     "sertraline": "36437",

@@ -105,7 +105,8 @@ def get_concept(cui: Annotated[str, Field(description="UMLS CUI, e.g. C0020538")
 @mcp.tool(annotations=READ_ONLY)
 def get_semantic_type(cui: Annotated[str, Field(description="UMLS CUI, e.g. C0020538")]) -> dict:
     """Get the semantic types (TUI and name, e.g. T047 Disease or Syndrome) of one UMLS concept,
-    and whether it is a drug. Fails with not_found for an unknown CUI."""
+    and whether it is a drug. An empty list means the shipped starter subset does not record the
+    type (a licensed UMLS import does). Fails with not_found for an unknown CUI."""
     with _read() as db:
         return store.semantic_types(db, cui)
 

@@ -51,7 +51,7 @@ SEMANTIC_TYPES: dict[str, str] = {
     "T042": "Organ or Tissue Function", "T046": "Pathologic Function", "T047": "Disease or Syndrome",
     "T048": "Mental or Behavioral Dysfunction", "T055": "Individual Behavior", "T058": "Health Care Activity",
     "T059": "Laboratory Procedure", "T060": "Diagnostic Procedure", "T061": "Therapeutic or Preventive Procedure",
-    "T109": "Organic Chemical", "T116": "Amino Acid, Peptide, or Protein", "T121": "Pharmacologic Substance",
+    "T081": "Quantitative Concept", "T109": "Organic Chemical", "T116": "Amino Acid, Peptide, or Protein", "T121": "Pharmacologic Substance",
     "T125": "Hormone", "T127": "Vitamin", "T129": "Immunologic Factor", "T131": "Hazardous or Poisonous Substance",
     "T168": "Food", "T184": "Sign or Symptom", "T191": "Neoplastic Process", "T195": "Antibiotic",
     "T196": "Element, Ion, or Isotope", "T197": "Inorganic Chemical", "T200": "Clinical Drug",
@@ -209,6 +209,9 @@ def _split(cell: str) -> list[str]:
     return [part.strip() for part in cell.split(";") if part.strip()]
 
 
+TYPE_NOT_RECORDED = "-"  # the tuis cell of a concept whose semantic type is not confirmed
+
+
 def read_starter(path: Path = STARTER_FILE) -> list[dict]:
     """Parse and validate the shipped TSV (see data/umls/PROVENANCE.md for the format)."""
     concepts, seen = [], set()
@@ -223,11 +226,13 @@ def read_starter(path: Path = STARTER_FILE) -> list[dict]:
         if len(cells) != len(header):
             raise ValueError(f"{path.name}:{lineno}: expected {len(header)} columns, got {len(cells)}")
         row = dict(zip(header, (c.strip() for c in cells)))
-        tuis = _split(row["tuis"])
+        # "-": the CUI is confirmed but its semantic type is not, so none is claimed
+        tuis = [] if row["tuis"] == TYPE_NOT_RECORDED else _split(row["tuis"])
         problems = [
             "bad CUI" if not CUI_RE.match(row["cui"]) else "",
             "duplicate CUI" if row["cui"] in seen else "",
-            "unknown TUI" if not tuis or any(t not in SEMANTIC_TYPES for t in tuis) else "",
+            "unknown TUI" if (not tuis and row["tuis"] != TYPE_NOT_RECORDED)
+            or any(t not in SEMANTIC_TYPES for t in tuis) else "",
             "bad SNOMED code" if row["snomed"] and not row["snomed"].isdigit() else "",
             "bad RxNorm code" if row["rxnorm"] and not row["rxnorm"].isdigit() else "",
             "bad LOINC code" if row["loinc"] and not re.fullmatch(r"\d{1,7}-\d", row["loinc"]) else "",

@@ -68,6 +68,26 @@ def test_starter_validation_rejects_a_bad_cui(tmp_path):
         store.read_starter(bad)
 
 
+@pytest.mark.parametrize("cell,problem", [("", "unknown TUI"), ("T999", "unknown TUI"), ("-", None)])
+def test_a_semantic_type_is_given_or_explicitly_not_recorded(tmp_path, cell, problem):
+    path = tmp_path / "starter.tsv"
+    header = "cui\tname\ttuis\tsnomed\trxnorm\tloinc\tsynonyms\tabbreviations\tbrands\n"
+    path.write_text(header + f"C0023115\tLatex\t{cell}\t\t\t\t\t\t\n", encoding="utf-8")
+    if problem:
+        with pytest.raises(ValueError, match=problem):
+            store.read_starter(path)
+    else:
+        assert store.read_starter(path)[0]["tuis"] == []
+
+
+def test_a_concept_without_a_recorded_type_claims_none(db):
+    # Latex's CUI is confirmed, its UMLS semantic type is not: no type is invented for it.
+    best = store.search(db, "latex", 1)[0]
+    assert (best["cui"], best["semantic_type"], best["tui"]) == ("C0023115", None, None)
+    assert store.semantic_types(db, "C0023115") == {"cui": "C0023115", "name": "Latex", "semantic_types": [],
+                                                   "is_drug": False}
+
+
 @pytest.mark.parametrize("term,cui,snomed,rxnorm", ANCHORS)
 def test_anchor_concepts(db, term, cui, snomed, rxnorm):
     best = store.search(db, term, 1)[0]
@@ -78,6 +98,7 @@ def test_anchor_concepts(db, term, cui, snomed, rxnorm):
 @pytest.mark.parametrize("term,cui", [
     ("Tylenol", "C0000970"), ("HTN", "C0020538"), ("MI", "C0027051"), ("T2DM", "C0011860"),
     ("COPD", "C0024117"), ("CKD", "C1561643"), ("AFib", "C0004238"), ("A-fib", "C0004238"),
+    ("strep throat", "C0036689"), ("allergy to peanuts", "C0559470"), ("peanuts", "C0030736"),
     ("Coumadin", "C0043031"), ("Glucophage", "C0025598"), ("paracetamol", "C0000970"),
     ("heart attack", "C0027051"), ("HbA1c", "C0474680"),
 ])
