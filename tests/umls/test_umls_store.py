@@ -88,6 +88,27 @@ def test_a_concept_without_a_recorded_type_claims_none(db):
                                                    "is_drug": False}
 
 
+# Identifiers and types corrected against public cTAKES output (PROVENANCE.md, the audit table):
+# (term, CUI, first semantic type) as UMLS's own dictionary lookup gave them.
+AUDITED = [
+    ("ranitidine", "C0034665", "T121"), ("cyanocobalamin", "C0042845", "T121"), ("ECG", "C1623258", "T060"),
+    ("palpitations", "C0030252", "T033"), ("hyperkalemia", "C0020461", "T033"), ("body weight", "C0005910", "T032"),
+    ("nitrofurantoin", "C0028156", "T121"), ("eGFR", "C3811844", "T059"), ("tiotropium", "C0213771", "T121"),
+]
+
+
+@pytest.mark.parametrize("term,cui,tui", AUDITED)
+def test_audited_identifiers(db, term, cui, tui):
+    best = store.search(db, term, 1)[0]
+    assert (best["cui"], best["tui"]) == (cui, tui)
+
+
+def test_urine_is_not_offered_as_urinalysis(db):
+    # C0042036 is urine, the substance; the test's own CUI is not confirmed, so nothing is offered
+    with pytest.raises(store.NoMatch):
+        store.search(db, "urinalysis", 1)
+
+
 @pytest.mark.parametrize("term,cui,snomed,rxnorm", ANCHORS)
 def test_anchor_concepts(db, term, cui, snomed, rxnorm):
     best = store.search(db, term, 1)[0]
@@ -133,7 +154,9 @@ def test_results_are_sorted_and_limited(db):
     results = store.search(db, "diabetes", 4)
     assert len(results) == 4
     assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
-    assert results[0]["cui"] == "C0011849"  # exact synonym beats word matches
+    # the exact name beats word matches: UMLS's broad "Diabetes" (C0011847), then the kinds of it
+    assert results[0]["cui"] == "C0011847" and results[0]["score"] == 1.0
+    assert "C0011849" in {r["cui"] for r in results[1:]}
     assert {"C0011860", "C0011854", "C0085207"} & {r["cui"] for r in results[1:]}
 
 
