@@ -94,6 +94,8 @@ AUDITED = [
     ("ranitidine", "C0034665", "T121"), ("cyanocobalamin", "C0042845", "T121"), ("ECG", "C1623258", "T060"),
     ("palpitations", "C0030252", "T033"), ("hyperkalemia", "C0020461", "T033"), ("body weight", "C0005910", "T032"),
     ("nitrofurantoin", "C0028156", "T121"), ("eGFR", "C3811844", "T059"), ("tiotropium", "C0213771", "T121"),
+    ("carvedilol", "C0054836", "T121"), ("acute kidney injury", "C2609414", "T037"), ("sepsis", "C0243026", "T047"),
+    ("pulmonary embolism", "C0034065", "T046"), ("hypotension", "C0020649", "T033"),
 ]
 
 
