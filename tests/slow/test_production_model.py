@@ -17,7 +17,8 @@ from mcp_servers.contracts import TOOL_LABELS
 from models.profiles import get_profile
 
 PROFILE = get_profile("medgemma-1.5-4b-it")
-PATH = PROFILE.path(Settings().model_path if Settings().model == PROFILE.name else None)
+SETTINGS = Settings()
+PATH = PROFILE.path(SETTINGS.model_path if SETTINGS.model == PROFILE.name else None)
 pytestmark = pytest.mark.skipif(not PATH.exists(), reason=f"production model not placed at {PATH}")
 
 DRUGS = DrugDictionary(["dofetilide", "warfarin", "aspirin", "amoxicillin", "metformin"])
