@@ -82,7 +82,7 @@ def concept_search(
     names (Tylenol -> acetaminophen); a single typo is tolerated. Each candidate has cui, name,
     snomed_code, rxnorm (drugs), loinc (lab tests), semantic_type, source vocabulary, the
     matched_term and a score: 1.0 exact preferred name, 0.9 exact synonym/abbreviation/brand,
-    0.5-0.84 word or prefix match, below 0.5 typo-corrected match. Best candidate first.
+    0.5-0.875 word or prefix match, below 0.5 typo-corrected match. Best candidate first.
     Fails with not_found when nothing matches.
     """
     if not isinstance(max_results, int) or not 1 <= max_results <= MAX_RESULTS_LIMIT:

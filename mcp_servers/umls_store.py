@@ -19,8 +19,10 @@ Invariants:
   at most 1, so exactly one insertion, deletion, substitution or adjacent transposition in one
   word is corrected. Its size grows with the vocabulary, not with the number of atoms.
 - Scores mean one thing: 1.0 exact preferred name; 0.9 exact synonym / abbreviation / brand;
-  0.5-0.84 word or prefix match (graded by how much of the matched name the query covers);
-  0.45 / 0.4 exact name after a one-edit correction; 0.2-0.39 word match after a correction.
+  0.5-0.875 word or prefix match (graded by how much of the matched name the query covers,
+  plus 0.075 when the name begins with the query);
+  0.45 / 0.4 exact name after a one-edit correction; 0.2-0.3875 word match after a correction
+  (the same grading, on half the span).
 - ``meta.content`` is ``starter`` or ``rrf``: ``ensure_database`` never replaces imported content.
 """
 
@@ -336,10 +338,11 @@ def _words(db, q: str, hits: dict, low: float, span: float, fuzzy: bool) -> None
         "WHERE atoms_fts MATCH ? ORDER BY length(a.norm) LIMIT ?",
         [" ".join(parts), _WORD_ROWS],
     ).fetchall()
+    head = span / 4  # a name that begins with the query outranks one that only contains it
     for cui, text, name_norm, sab, tty in rows:
         coverage = min(1.0, len(q) / len(name_norm))
-        score = low + span * coverage + (0.04 if name_norm.startswith(q) else 0.0)
-        _offer(hits, cui, min(score, low + span + 0.04), (text, sab, tty), "fuzzy" if fuzzy else "word")
+        score = low + span * coverage + (head if name_norm.startswith(q) else 0.0)
+        _offer(hits, cui, min(score, low + span + head), (text, sab, tty), "fuzzy" if fuzzy else "word")
 
 
 def corrections(db: sqlite_utils.Database, q: str, limit: int = 5) -> list[str]:

@@ -162,6 +162,15 @@ def test_results_are_sorted_and_limited(db):
     assert {"C0011860", "C0011854", "C0085207"} & {r["cui"] for r in results[1:]}
 
 
+def test_a_name_that_begins_with_the_query_outranks_one_that_contains_it(db):
+    # "Prediabetes" (synonym "Pre-diabetes") is shorter, so the query covers more of it; a
+    # clinician typing "diabetes" still means diabetes mellitus before prediabetes.
+    ranked = [r["cui"] for r in store.search(db, "diabetes", 5)]
+    assert ranked.index("C0011849") < ranked.index("C0362046")
+    word = [r for r in store.search(db, "diabetes", 10) if r["match_type"] == "word"]
+    assert word and all(0.5 <= r["score"] <= 0.875 for r in word)
+
+
 def test_word_matches_are_graded_by_coverage(db):
     results = {r["cui"]: r["score"] for r in store.search(db, "heart failure", 5)}
     assert results["C0018801"] == 1.0
