@@ -105,6 +105,14 @@ def test_audited_identifiers(db, term, cui, tui):
     assert (best["cui"], best["tui"]) == (cui, tui)
 
 
+def test_baclofen_is_not_basal_cell_nevus_syndrome(db):
+    # second audit (PROVENANCE.md): C0004779, once held for baclofen, is Gorlin syndrome in public
+    # data; the CHV file gives baclofen C0004609
+    assert store.search(db, "baclofen", 1)[0]["cui"] == "C0004609"
+    with pytest.raises(store.ConceptNotFound):
+        store.get_concept(db, "C0004779")
+
+
 def test_urine_is_not_offered_as_urinalysis(db):
     # C0042036 is urine, the substance; the test's own CUI is not confirmed, so nothing is offered
     with pytest.raises(store.NoMatch):
