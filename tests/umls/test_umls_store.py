@@ -96,6 +96,8 @@ AUDITED = [
     ("nitrofurantoin", "C0028156", "T121"), ("eGFR", "C3811844", "T059"), ("tiotropium", "C0213771", "T121"),
     ("carvedilol", "C0054836", "T121"), ("acute kidney injury", "C2609414", "T037"), ("sepsis", "C0243026", "T047"),
     ("pulmonary embolism", "C0034065", "T046"), ("hypotension", "C0020649", "T033"),
+    ("ciprofloxacin", "C0008809", "T121"), ("hypokalemia", "C0020621", "T033"),
+    ("azithromycin", "C0052796", "T195"), ("penicillin G", "C0030827", "T195"),
 ]
 
 
