@@ -88,7 +88,7 @@ def test_a_concept_without_a_recorded_type_claims_none(db):
                                                    "is_drug": False}
 
 
-# Identifiers and types corrected against public cTAKES output (PROVENANCE.md, the audit table):
+# Identifiers and types checked against public cTAKES output (PROVENANCE.md, the audit tables):
 # (term, CUI, first semantic type) as UMLS's own dictionary lookup gave them.
 AUDITED = [
     ("ranitidine", "C0034665", "T121"), ("cyanocobalamin", "C0042845", "T121"), ("ECG", "C1623258", "T060"),
@@ -98,7 +98,13 @@ AUDITED = [
     ("pulmonary embolism", "C0034065", "T046"), ("hypotension", "C0020649", "T033"),
     ("ciprofloxacin", "C0008809", "T121"), ("hypokalemia", "C0020621", "T033"),
     ("azithromycin", "C0052796", "T195"), ("penicillin G", "C0030827", "T195"),
+    ("clindamycin", "C0008947", "T195"), ("fluconazole", "C0016277", "T121"),
 ]
+
+
+def test_prednisone_is_also_a_hormone(db):
+    types = [t["tui"] for t in store.semantic_types(db, "C0032952")["semantic_types"]]
+    assert types == ["T121", "T125"]
 
 
 @pytest.mark.parametrize("term,cui,tui", AUDITED)
