@@ -121,6 +121,16 @@ def test_baclofen_is_not_basal_cell_nevus_syndrome(db):
         store.get_concept(db, "C0004779")
 
 
+def test_ischemic_heart_disease_is_not_a_name_of_myocardial_ischemia(db):
+    # SNOMED CT has its own concept for it (414545008); C0151744 carries 414795007
+    for term in ("ischemic heart disease", "IHD"):
+        try:
+            candidates = store.search(db, term, 5)
+        except store.NoMatch:
+            candidates = []
+        assert not any(c["cui"] == "C0151744" and c["score"] >= 0.9 for c in candidates)
+
+
 def test_urine_is_not_offered_as_urinalysis(db):
     # C0042036 is urine, the substance; the test's own CUI is not confirmed, so nothing is offered
     with pytest.raises(store.NoMatch):
