@@ -107,6 +107,8 @@ def test_terms_resolve_to_their_own_concept(db, term, cui):
     ("Motor neuron disease", "C0002736"),      # a group of diseases, ALS is one of them
     ("Coronary heart disease", "C0010054"),    # not coronary arteriosclerosis
     ("Swelling", "C0013604"),                  # swelling is not always oedema
+    ("Ischemic heart disease", "C0151744"),    # its own SNOMED CT concept (414545008), not 414795007
+    ("IHD", "C0151744"),
 ])
 def test_broader_or_different_terms_are_not_synonyms(db, term, wrong_cui):
     try:
