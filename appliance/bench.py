@@ -113,7 +113,7 @@ def run_turns(model, tools, settings: Settings, rounds: int):
 
 
 def compare_decoders(model, calls: list[Recorded], repeats: int) -> list[dict]:
-    from appliance.llm.llama import split_static
+    from appliance.llm.prompt import split_static
 
     rows = []
     for rec in calls:

@@ -1,11 +1,12 @@
-"""The ``appliance`` console script: the headless edge of the agent.
+"""The ``appliance`` command line: the headless edge of the agent.
 
 Invariants:
 - Expected failures (``ApplianceError``) print one clear line to stderr and exit 2; they
   never print a traceback. Exit 1 means a smoke check failed.
 - With no subcommand it runs the main job: the clinic terminal (TUI) when stdin and stdout
-  are terminals, otherwise the line-based interactive session.
-- The TUI is imported only inside ``cmd_tui``, so the core never imports Textual.
+  are terminals and a TUI runner was given, otherwise the line-based interactive session.
+- This module never imports the TUI (it sits a floor below it): the console script is
+  ``tui.launcher:main``, which passes ``main`` the runner that starts the clinic terminal.
 - Nothing here logs patient data: answers go to stdout only.
 """
 
@@ -16,6 +17,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from appliance.config import Settings
 from appliance.errors import ApplianceError, ScriptError
@@ -39,45 +41,37 @@ def load_script(path: str) -> dict:
         raise ScriptError(f"script {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(data, dict):
         raise ScriptError(f"script {path} must be a JSON object keyed by node name")
+    from appliance.agent.state import Node
+    from appliance.llm.vision import NODE as IMAGE_NODE
+
+    known = [*Node, IMAGE_NODE, "tools", "drug_names"]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ScriptError(f"script {path}: unknown key {unknown[0]!r} (keys are {', '.join(known)})")
     return data
 
 
-def build_agent(settings: Settings, script: dict | None = None, approve_writes: bool = False, interactive: bool = False):
-    """The agent with real tools, and the real model unless a script replaces it."""
-    from appliance.agent.graph import Agent
-    from appliance.tools.base import approve_all, deny_all
-    from appliance.tools.mcp_client import MCPToolBox
-
-    approver = approve_all if approve_writes else deny_all
-    if interactive:
-        from appliance.repl import ask_approval
-
-        approver = ask_approval
-    if script is not None:
-        from appliance.llm.fake import ScriptedModel
-        from appliance.tools.scripted import ScriptedToolBox
-
-        model = ScriptedModel({k: v for k, v in script.items() if k not in ("tools", "drug_names")})
-        tools = MCPToolBox()
-        toolbox = ScriptedToolBox(script.get("tools", {}), tools, script.get("drug_names"))
-        return Agent(model, toolbox, settings, approver), tools
-    from appliance.runtime import load_model
-
-    model = load_model(settings)  # before the tool client, so a bad model file leaves nothing running
-    tools = MCPToolBox()
-    return Agent(model, tools, settings, approver), tools
+# Starts the clinic terminal: (settings, script, resume) -> exit code. Given by tui.launcher.
+TuiRunner = Callable[[Settings, dict | None, str | None], int]
 
 
 def cmd_ask(args) -> int:
+    from appliance.runtime import build_agent
+    from appliance.tools.base import approve_all, deny_all
+
     settings = _settings(args)
     script = load_script(args.script) if args.script else None
-    agent, tools = build_agent(settings, script, args.approve_writes)
+    agent, tools = build_agent(settings, script, approve_all if args.approve_writes else deny_all)
     with tools:
         result = agent.run_turn(args.question, patient_id=args.patient)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
+        if result.model_notice:
+            print(f"[{result.model_notice}]")
         print(result.response)
+        if result.disclaimer:
+            print(f"\n{result.disclaimer}")
     return 0
 
 
@@ -97,7 +91,8 @@ def cmd_smoke(args) -> int:
 def cmd_session(args) -> int:
     from appliance.repl import interactive_session
 
-    return interactive_session(_settings(args), patient_id=getattr(args, "patient", None))
+    script = load_script(args.script) if getattr(args, "script", None) else None
+    return interactive_session(_settings(args), patient_id=getattr(args, "patient", None), script=script)
 
 
 def cmd_bench(args) -> int:
@@ -111,17 +106,18 @@ def cmd_bench(args) -> int:
 
 
 def cmd_tui(args) -> int:
-    from tui.app import run
-
+    if args.run_tui is None:
+        raise ApplianceError("the clinic terminal starts from the appliance command "
+                             "(or python -m tui.launcher), not from appliance.cli")
     settings = _settings(args)
     script = load_script(args.script) if getattr(args, "script", None) else None
     resume = getattr(args, "session", None) or ("latest" if getattr(args, "resume", False) else None)
-    return run(settings, script=script, resume=resume)
+    return args.run_tui(settings, script, resume)
 
 
 def cmd_default(args) -> int:
     """No subcommand: the TUI on a terminal, the line-based session otherwise (pipes, scripts)."""
-    if sys.stdin.isatty() and sys.stdout.isatty():
+    if args.run_tui is not None and sys.stdin.isatty() and sys.stdout.isatty():
         return cmd_tui(args)
     return cmd_session(args)
 
@@ -150,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--no-model", action="store_true", help="skip assembling the default model")
     init.set_defaults(func=cmd_init)
 
-    smoke = sub.add_parser("smoke", help="run the seed 002 integration scenarios on the real model")
+    smoke = sub.add_parser("smoke", help="run the integration scenarios (docs/design.md §15) on the real model")
     smoke.add_argument("--model", help="model profile")
     smoke.add_argument("--json", action="store_true")
     smoke.set_defaults(func=cmd_smoke)
@@ -169,6 +165,7 @@ def parser() -> argparse.ArgumentParser:
     session = sub.add_parser("session", help="interactive headless session")
     session.add_argument("--model", help="model profile")
     session.add_argument("--patient", help="start with this patient open")
+    session.add_argument("--script", help="JSON file of scripted node outputs (as for ask --script)")
     session.set_defaults(func=cmd_session)
 
     tui = sub.add_parser("tui", help="the clinic terminal (full-screen)")
@@ -191,8 +188,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int:
+    """Run one command line; ``run_tui`` starts the clinic terminal (None: no TUI available)."""
     args = parser().parse_args(argv)
+    args.run_tui = run_tui
     func = getattr(args, "func", None) or cmd_default
     try:
         return func(args)

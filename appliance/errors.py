@@ -3,17 +3,8 @@ the TUI to a notice. None of them carries patient data in its message."""
 
 from __future__ import annotations
 
-
-class ApplianceError(Exception):
-    """Base of every expected failure in the appliance core."""
-
-
-class ConfigError(ApplianceError):
-    """A setting or profile name is wrong."""
-
-
-class ModelFileError(ApplianceError):
-    """The model file is missing, is not a GGUF, or does not match its checksum."""
+from common.errors import ApplianceError, ConfigError  # noqa: F401 - re-exported: the core's base classes
+from models.errors import ModelFileError  # noqa: F401 - re-exported: the model layer's own
 
 
 class SchemaNotSupported(ApplianceError):

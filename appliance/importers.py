@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from appliance import locations
+from common import locations
 from appliance.errors import ApplianceError
 
 # (area, kind) -> (module, function, database path, ensure module)

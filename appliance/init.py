@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 from typing import Callable
 
-from appliance import locations
+from common import locations
 
 # (label, module, function, path function): each store's idempotent builder.
 STORES = (
@@ -28,7 +28,7 @@ def init_home(progress: Callable[[str], None] = print, with_model: bool = True) 
     if with_model:
         from models.assemble import assemble_default_model
 
-        progress(f"default model: {assemble_default_model()}")
+        progress(f"default model: {assemble_default_model(locations.models_dir())}")
     for label, module, func, path_of in STORES:
         path = path_of()
         progress(f"{label}: {path}")

@@ -33,12 +33,14 @@ def ask_approval(tool: str, args: dict) -> Approval:
     return Approval(False, args, "rejected at the terminal")
 
 
-def interactive_session(settings: Settings, patient_id: str | None = None) -> int:
-    from appliance.cli import build_agent
+def interactive_session(settings: Settings, patient_id: str | None = None, script: dict | None = None) -> int:
+    from appliance.runtime import build_agent
 
     print("Offline clinical assistant. Loading the model...", flush=True)
-    agent, tools = build_agent(settings, interactive=True)
+    agent, tools = build_agent(settings, script, approver=ask_approval)
     print(f"Ready ({settings.model}). {HELP}\n", flush=True)
+    if agent.model_notice:
+        print(f"*** {agent.model_notice.upper()} ***\n", flush=True)
     history: list[tuple[str, str]] = []
     last = None
     with tools:
@@ -67,5 +69,10 @@ def interactive_session(settings: Settings, patient_id: str | None = None) -> in
             except ApplianceError as exc:
                 print(f"\n[problem] {exc}", file=sys.stderr)
                 continue
-            print("\n")
+            print()
+            if last.disclaimer:
+                print(last.disclaimer)
+            if last.model_notice:
+                print(f"[{last.model_notice}]")
+            print()
             history += [("user", line), ("assistant", last.response)]

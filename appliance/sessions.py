@@ -1,10 +1,12 @@
 """The clinic terminal's conversations, kept in SQLite so they can be resumed after a restart.
 
 Invariants:
-- Schema changes are named, append-only migration functions recorded in ``_migrations``;
-  ``migrate`` applies the missing ones in order, so it is idempotent.
+- Schema changes are named, append-only migration functions recorded under the migration set
+  ``sessions`` (``common.sqlite``); ``migrate`` applies the missing ones in order, so it is
+  idempotent. Connections come from ``common.sqlite`` (WAL, foreign keys, busy timeout).
 - An exchange (the clinician's question and the reply, with its status) is written in one
-  transaction: a question is never stored without the outcome of its turn.
+  ``BEGIN IMMEDIATE`` transaction: a question is never stored without the outcome of its turn,
+  and two terminals adding to one session never take the same ``seq``.
 - ``history`` returns only completed exchanges: a cancelled or failed turn never becomes
   context for the model, so a cancel leaves the conversation consistent.
 - Every failure surfaces as ``SessionStoreError`` with a message that carries no SQL and no
@@ -20,12 +22,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from sqlite_utils import Database
 
 from appliance.errors import ApplianceError
-from appliance.locations import sessions_db_path
+from common import sqlite
+from common.locations import sessions_db_path
+from common.sqlite import Migration, write_transaction
 
 TITLE_CHARS = 60
 STATUSES = ("complete", "cancelled", "failed")
@@ -45,6 +49,8 @@ class Session:
     patient_id: str | None
     model: str | None
     message_count: int = 0
+    # Every patient the session touched: open while a question was asked, or named in a tool call.
+    patient_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,12 @@ class StoredMessage:
 
 # -- migrations ---------------------------------------------------------------------------
 
-MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = []
+STORE = "sessions"  # the migration set's name
+MIGRATIONS: list[Migration] = []
 
 
-def migration(fn: Callable[[Database], None]) -> Callable[[Database], None]:
-    MIGRATIONS.append((fn.__name__, fn))
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
     return fn
 
 
@@ -90,17 +97,7 @@ def m002_sessions_updated_index(db: Database) -> None:
 
 def migrate(db: Database) -> list[str]:
     """Apply the migrations not yet recorded; returns the names applied."""
-    db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
-    done = {row["name"] for row in db["_migrations"].rows}
-    applied = []
-    for name, fn in MIGRATIONS:
-        if name in done:
-            continue
-        with db.conn:
-            fn(db)
-            db["_migrations"].insert({"name": name, "applied_at": _now()})
-        applied.append(name)
-    return applied
+    return sqlite.migrate(db, STORE, MIGRATIONS)
 
 
 def _now() -> str:
@@ -129,17 +126,17 @@ class SessionStore:
     @contextmanager
     def _db(self) -> Iterator[Database]:
         try:
-            conn = sqlite3.connect(str(self.path), timeout=5)
+            db = sqlite.connect(self.path)
+        except sqlite.DatabaseCorrupt as exc:
+            raise SessionStoreError(str(exc)) from None
         except sqlite3.Error as exc:
             raise SessionStoreError(f"cannot open the session database ({type(exc).__name__})") from None
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            yield Database(conn)
+            yield db
         except sqlite3.Error as exc:
             raise SessionStoreError(f"the session database failed ({type(exc).__name__})") from None
         finally:
-            conn.close()
+            db.close()
 
     def create_session(self, *, model: str | None = None, patient_id: str | None = None,
                        title: str = "New session") -> Session:
@@ -158,7 +155,7 @@ class SessionStore:
             raise SessionStoreError(f"unknown reply status or kind ({status}, {kind})")
         now = _now()
         trace_json = json.dumps(trace, default=str) if trace is not None else None
-        with self._db() as db, db.conn:  # raw SQL: sqlite-utils would commit between the statements
+        with self._db() as db, write_transaction(db):
             session = self._row(db, session_id)
             seq = db.execute("SELECT max(seq) FROM messages WHERE session_id = ?", [session_id]).fetchone()[0] or 0
             insert = ("INSERT INTO messages (session_id, seq, role, kind, text, status, created_at, patient_id, trace)"
@@ -170,7 +167,7 @@ class SessionStore:
                             [now, patient_id, title, session_id])
 
     def set_patient(self, session_id: str, patient_id: str | None) -> None:
-        with self._db() as db, db.conn:
+        with self._db() as db, write_transaction(db):
             self._row(db, session_id)
             db.conn.execute("UPDATE sessions SET patient_id = ?, updated_at = ? WHERE id = ?",
                             [patient_id, _now(), session_id])
@@ -214,4 +211,20 @@ class SessionStore:
     def _session(db: Database, row: dict) -> Session:
         count = db.execute("SELECT count(*) FROM messages WHERE session_id = ?", [row["id"]]).fetchone()[0]
         return Session(row["id"], row["title"], row["created_at"], row["updated_at"], row["patient_id"],
-                       row["model"], count)
+                       row["model"], count, SessionStore._patients(db, row))
+
+    @staticmethod
+    def _patients(db: Database, row: dict) -> tuple[str, ...]:
+        """The session's patients in the order they first appear: the open patient of each
+        message, and the ``patient_id`` argument of each tool call in its trace."""
+        rows = db.execute(
+            "SELECT seq, patient_id FROM messages WHERE session_id = ? AND patient_id IS NOT NULL "
+            "UNION ALL SELECT m.seq, json_extract(e.value, '$.args.patient_id') FROM messages m, "
+            "json_each(CASE WHEN json_valid(m.trace) THEN m.trace ELSE '[]' END) e "
+            "WHERE m.session_id = ? AND json_type(e.value, '$.args.patient_id') = 'text' ORDER BY 1",
+            [row["id"], row["id"]],
+        ).fetchall()
+        seen = dict.fromkeys(str(pid) for _, pid in rows if pid)
+        if row["patient_id"]:
+            seen.setdefault(row["patient_id"])
+        return tuple(seen)

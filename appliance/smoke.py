@@ -1,4 +1,4 @@
-"""``appliance smoke``: seed 002 §15 integration scenarios on the real model and real servers.
+"""``appliance smoke``: docs/design.md §15 integration scenarios on the real model and real servers.
 
 Invariants:
 - Runs against a private, freshly initialised data home, so smoke writes never touch the
@@ -134,7 +134,7 @@ SCENARIOS = [
                      "TOOL_SELECT": [{"tool_name": "search_patient"}, {"name": "James Wilson"}]},
              check=_exact_path(IA, IC, *LOOP, SY, kind="clarification", says="James Wilson")),
     # Hybrid rows script only the branching choices (intent, tool, arguments); the real model
-    # classifies results and writes the answer, and the path must be exactly the seed's.
+    # classifies results and writes the answer, and the path must be exactly docs/design.md §2's.
     Scenario("path: direct", "What is hypertension?", kind="hybrid",
              script={"INTENT_CLASSIFY": [{"intent": "DIRECT", "task_summary": "Definition of hypertension.",
                                           "suggested_tool": None}]},

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from ehr_db.db import now_iso, opened, write_transaction
+from common.sqlite import now_iso, opened, write_transaction
 from ehr_db.errors import BundleError
 from ehr_db.fhir_mapping import (
     Skip,

@@ -2,7 +2,8 @@
 
 Invariants:
 - A migration, once released, is never edited or removed: a schema change is a new function
-  appended to ``MIGRATIONS``. Each applied migration is recorded by name in ``_migrations``.
+  appended to ``MIGRATIONS``. Each applied migration is recorded by name under the migration
+  set ``ehr`` (``common.sqlite``: sqlite-utils' ``_sqlite_migrations`` table).
 - ``migrate`` applies the pending ones in order inside one ``BEGIN IMMEDIATE`` transaction, so
   two processes migrating at once cannot both apply a migration, and a failed migration
   leaves the schema as it was. Running it again is a no-op.
@@ -15,13 +16,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlite_utils import Database
 
-from ehr_db.db import now_iso, write_transaction
+from common import sqlite
+from common.sqlite import Migration
 
-Migration = Callable[[Database], None]
+STORE = "ehr"  # the migration set's name
 MIGRATIONS: list[Migration] = []
 
 NOTE_TYPES = ("progress", "consult", "procedure", "discharge", "telephone", "other")
@@ -217,25 +217,9 @@ def m003_audit_log(db: Database) -> None:
 
 
 def applied_migrations(db: Database) -> list[str]:
-    if "_migrations" not in db.table_names():
-        return []
-    return [r["name"] for r in db.query("SELECT name FROM _migrations ORDER BY rowid")]
+    return sqlite.applied_migrations(db, STORE)
 
 
 def migrate(db: Database) -> list[str]:
     """Apply every pending migration; returns the names applied (empty when up to date)."""
-    if not db.memory:
-        db.enable_wal()  # persistent; must run outside a transaction
-    with write_transaction(db):
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-        )
-        done = set(applied_migrations(db))
-        applied = []
-        for fn in MIGRATIONS:
-            if fn.__name__ in done:
-                continue
-            fn(db)
-            db["_migrations"].insert({"name": fn.__name__, "applied_at": now_iso()})
-            applied.append(fn.__name__)
-    return applied
+    return sqlite.migrate(db, STORE, MIGRATIONS)

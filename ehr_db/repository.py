@@ -6,7 +6,8 @@ Invariants:
   writes nothing.
 - Every accepted write is one ``BEGIN IMMEDIATE`` transaction holding the new record and its
   ``audit_log`` row, with author and UTC time: both are stored or neither.
-- Each call opens its own connection, so one repository may be used from many threads.
+- Each call opens its own connection (``common.sqlite``: WAL, busy timeout, foreign keys on),
+  so one repository may be used from many threads.
 - Charts are read in one snapshot, so a concurrent write is seen whole or not at all.
 """
 
@@ -22,9 +23,9 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from common.sqlite import now_iso, opened, read_snapshot, write_transaction
 from ehr_db import validation
 from ehr_db.codes import rxnorm_for
-from ehr_db.db import now_iso, opened, read_snapshot, write_transaction
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.migrations import migrate
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ehr_db.db import opened
+from common.sqlite import opened
 from ehr_db.demo_loader import sync_demo_patients
 from ehr_db.migrations import migrate
 

@@ -1,9 +1,11 @@
 """What every server module shares: where its database is, and its command line.
 
 Invariants:
-- A server's database path is resolved at first use (``configure`` override, else the data
-  home), so importing a server module touches no file; a missing database is built once per
-  process by the store's own ``ensure_database``.
+- A server's tools use the database path they were given (``configure``); only the launcher
+  (``serve``, run by each server's ``main``) falls back to the data home. Importing a server
+  module touches no file; a missing database is built at first use, once per process, by the
+  store's own ``ensure_database``. A tool call on a server given no path is
+  ``service_unavailable``.
 - ``serve`` runs stdio by default or streamable HTTP with ``--http HOST:PORT``; a malformed
   address is a usage error, not a traceback.
 - ``ArgumentErrors`` (attached to every server) turns fastmcp's argument-validation failure
@@ -44,8 +46,7 @@ class ArgumentErrors(Middleware):
 
 
 class LazyDatabase:
-    def __init__(self, default: Callable[[], Path], ensure: Callable[[Path], None]):
-        self._default = default
+    def __init__(self, ensure: Callable[[Path], None]):
         self._ensure = ensure
         self._override: Path | None = None
         self._ready: set[Path] = set()
@@ -54,13 +55,11 @@ class LazyDatabase:
     def configure(self, path: Path | str | None) -> None:
         self._override = Path(path) if path is not None else None
 
-    @property
-    def path(self) -> Path:
-        return self._override or self._default()
-
     def ready(self) -> Path:
         """The path, after building the database if it does not exist yet."""
-        path = self.path
+        path = self._override
+        if path is None:
+            raise ToolError(tool_error_message("service_unavailable", "this server was given no database"))
         with self._lock:
             if path not in self._ready:
                 if not path.exists():
@@ -69,13 +68,14 @@ class LazyDatabase:
         return path
 
 
-def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callable[[Path], None]) -> int:
+def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callable[[Path], None],
+          default_db: Callable[[], Path]) -> int:
+    """The server's command line: ``--db`` or ``default_db()`` (the data home's file), then run."""
     parser = argparse.ArgumentParser(prog=f"python -m mcp_servers.{name}", description=doc.strip().splitlines()[0])
     parser.add_argument("--db", type=Path, help="database file (default: the appliance data home)")
     parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     args = parser.parse_args(argv)
-    if args.db is not None:
-        configure(args.db)
+    configure(args.db if args.db is not None else default_db())
     if args.http:
         host, _, port = args.http.rpartition(":")
         if not host or not port.isdigit():

@@ -6,8 +6,8 @@ Invariants:
   expose tools whose names and parameters match them (a test checks the servers' input
   schemas against this module).
 - Every argument field is required; fields that may be empty are nullable, never defaulted,
-  because the grammar converter moves defaulted fields to the end (seed 002 §6).
-- Decision-critical fields come first (seed 002 §6): ``patient_id`` before everything else.
+  because the grammar converter moves defaulted fields to the end (docs/design.md §6).
+- Decision-critical fields come first (docs/design.md §6): ``patient_id`` before everything else.
 - Expected failures travel as an MCP ``ToolError`` whose message is ``"<error_type>: <text>"``
   with ``<error_type>`` from ``ERROR_TYPES``; ``parse_tool_error`` reads that back. The text is
   clinician-safe and never carries patient data beyond what the caller sent.
@@ -106,7 +106,7 @@ ARG_SCHEMAS: dict[str, type[BaseModel]] = {
     "analyze_medical_image": ImageAnalysisArgs,
 }
 
-# Clinician-facing labels (seed 002 §4 node 4): tool names never reach synthesis.
+# Clinician-facing labels (docs/design.md §12): tool names never reach synthesis.
 TOOL_LABELS: dict[str, str] = {
     "search_patient": "Patient Search",
     "get_patient_chart": "Patient Record",
@@ -137,7 +137,7 @@ TOOL_SERVERS: dict[str, str] = {
 
 WRITE_TOOLS = frozenset({"prescribe_medication", "add_allergy", "save_clinical_note"})
 
-# Full descriptions for TOOL_SELECT stage 1 (seed 002 §16), in our words, argument lists
+# Full descriptions for TOOL_SELECT stage 1 (docs/design.md §12), in our words, argument lists
 # matching ARG_SCHEMAS.
 FULL_DESCRIPTIONS: dict[str, str] = {
     "check_drug_safety": (

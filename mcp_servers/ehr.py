@@ -7,14 +7,15 @@ Invariants:
   (``contracts.tool_error_message``); the text is clinician-safe and carries no patient data
   beyond what the caller sent. Anything unexpected is masked (``mask_error_details=True``).
 - Logs name the tool and the outcome, never arguments or record contents.
-- The database path is resolved at the first tool call (``--db`` / ``configure`` override,
-  else ``appliance.locations.ehr_db_path()``); the schema is migrated then, once per process.
+- The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
+  ``common.locations.ehr_db_path()``); the schema is migrated at the first tool call, once per
+  process. A server given no path reports the record not set up.
 - Writes are attributed per request. Over streamable HTTP (one server shared by several
   terminals) the author is the request's ``X-Appliance-User`` header (percent-encoded UTF-8,
   sent by ``appliance.tools.mcp_client`` from the terminal's ``$APPLIANCE_USER``). Over stdio
   (one server per terminal), and for an HTTP client that sends no such header, it is the
-  server's ``$APPLIANCE_USER``, else ``"appliance"``. The header is the caller's claim, not an
-  authentication. The repository stores the author and time with each record and its audit row.
+  server's ``$APPLIANCE_USER``, else the OS account name (``common.operator``). The header
+  is the caller's claim, not an authentication. The repository stores the author and time with each record and its audit row.
 
 Run: ``python -m mcp_servers.ehr [--db PATH] [--http HOST:PORT]`` (stdio by default).
 """
@@ -22,7 +23,6 @@ Run: ``python -m mcp_servers.ehr [--db PATH] [--http HOST:PORT]`` (stdio by defa
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -36,7 +36,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_request
 from pydantic import Field
 
-from appliance import locations
+from common.operator import operator_name
 from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository
 from mcp_servers._serve import ArgumentErrors, serve
@@ -44,7 +44,6 @@ from mcp_servers.contracts import Name, PatientId, ShortText, tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr")
 
-DEFAULT_AUTHOR = "appliance"
 USER_HEADER = "X-Appliance-User"
 MAX_AUTHOR_CHARS = 200
 READ = {"readOnlyHint": True, "openWorldHint": False}
@@ -67,7 +66,7 @@ _repo: EhrRepository | None = None
 
 
 def configure(db_path: Path | str | None) -> None:
-    """Point the server at ``db_path`` (None: the appliance's default EHR location)."""
+    """Point the server at ``db_path`` (None: none; its tools then report the record not set up)."""
     global _db_path, _repo
     with _lock:
         _db_path = Path(db_path) if db_path is not None else None
@@ -78,7 +77,9 @@ def _repository() -> EhrRepository:
     global _repo
     with _lock:
         if _repo is None:
-            repo = EhrRepository(_db_path or locations.ehr_db_path())
+            if _db_path is None:
+                raise DatabaseNotReady("this server was given no database")
+            repo = EhrRepository(_db_path)
             repo.migrate()
             _repo = repo
         return _repo
@@ -93,7 +94,7 @@ def _author() -> str:
     user = " ".join(unquote(raw, errors="replace").split())[:MAX_AUTHOR_CHARS]
     if user and user.isprintable():
         return user
-    return os.environ.get("APPLIANCE_USER", "").strip() or DEFAULT_AUTHOR
+    return operator_name()
 
 
 @contextmanager
@@ -228,7 +229,9 @@ def save_clinical_note(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(mcp, argv, name="ehr", doc=__doc__, configure=configure)
+    from common.locations import ehr_db_path  # the launcher resolves the default; the tools take a path
+
+    return serve(mcp, argv, name="ehr", doc=__doc__, configure=configure, default_db=ehr_db_path)
 
 
 if __name__ == "__main__":

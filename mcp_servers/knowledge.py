@@ -3,9 +3,9 @@
 Invariants:
 - Every tool is read-only (``readOnlyHint``) and opens its own query-only SQLite connection,
   so calls are safe from fastmcp's worker threads.
-- The database path is resolved lazily at the first call: ``configure(path)`` (tests, ``--db``)
-  or ``appliance.locations.knowledge_db_path()``. A missing database is built from the shipped
-  starter content (``ensure_database`` is idempotent).
+- The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
+  ``common.locations.knowledge_db_path()``). A missing database is built from the shipped
+  starter content at the first call (``ensure_database`` is idempotent).
 - The agent tools' parameters match ``contracts.ARG_SCHEMAS`` (names, types, order). The agent
   always sends every field; for other MCP clients a nullable field may default to null here
   (``find_clinical_trials.status``) without changing the agent's schema.
@@ -24,7 +24,6 @@ from typing import Annotated, Iterator, Literal
 
 from fastmcp import FastMCP
 
-from appliance.locations import knowledge_db_path
 from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
@@ -52,11 +51,11 @@ mcp = FastMCP(
 
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 
-_db = LazyDatabase(knowledge_db_path, ensure_database)
+_db = LazyDatabase(ensure_database)
 
 
 def configure(db_path: Path | str | None) -> None:
-    """Point the server at a database file (``None``: the appliance default, resolved lazily)."""
+    """Point the server at a database file (``None``: none; its tools then report the service unavailable)."""
     _db.configure(db_path)
 
 
@@ -151,7 +150,9 @@ def drug_vocabulary() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(mcp, argv, name="knowledge", doc=__doc__, configure=configure)
+    from common.locations import knowledge_db_path  # the launcher resolves the default; the tools take a path
+
+    return serve(mcp, argv, name="knowledge", doc=__doc__, configure=configure, default_db=knowledge_db_path)
 
 
 if __name__ == "__main__":

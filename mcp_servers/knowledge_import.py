@@ -190,12 +190,8 @@ def iter_json_records(binary: IO[bytes], array_key: str) -> Iterator[dict]:
         yield single
 
 
-def _run(kind: str, path: Path, db_path: Path | None, suffixes: tuple[str, ...],
+def _run(kind: str, path: Path, db_path: Path, suffixes: tuple[str, ...],
          records: Callable[[IO[bytes]], Iterator[Any]], handle: Callable, progress: Progress) -> ImportReport:
-    if db_path is None:
-        from appliance.locations import knowledge_db_path
-
-        db_path = knowledge_db_path()
     ensure_database(db_path)
     report = ImportReport(kind)
     db = connect(db_path)
@@ -316,7 +312,7 @@ def _handle_label(db, label: Any, report: ImportReport) -> None:
     report.count(upsert_drug(db, drug, origin))
 
 
-def import_openfda_labels(path: Path, db_path: Path | None = None, progress: Progress = None) -> ImportReport:
+def import_openfda_labels(path: Path, db_path: Path, progress: Progress = None) -> ImportReport:
     """Import openFDA drug label download files (``drug-label-*.json`` or ``.json.zip``)."""
     return _run("openFDA drug labels", path, db_path, (".json",),
                 lambda stream: iter_json_records(stream, "results"), _handle_label, progress)
@@ -365,7 +361,7 @@ def _handle_study(db, study: Any, report: ImportReport) -> None:
     report.count(upsert_trial(db, trial, "import"))
 
 
-def import_ctgov_studies(path: Path, db_path: Path | None = None, progress: Progress = None) -> ImportReport:
+def import_ctgov_studies(path: Path, db_path: Path, progress: Progress = None) -> ImportReport:
     """Import ClinicalTrials.gov API v2 study JSON (one study, ``{"studies": [...]}`` or a zip)."""
     return _run("ClinicalTrials.gov studies", path, db_path, (".json",),
                 lambda stream: iter_json_records(stream, "studies"), _handle_study, progress)
@@ -389,7 +385,7 @@ def _handle_pubmed(db, item: tuple[str, dict | None, str | None], report: Import
         report.count(upsert_article(db, article, "import"))
 
 
-def import_pubmed_xml(path: Path, db_path: Path | None = None, progress: Progress = None) -> ImportReport:
+def import_pubmed_xml(path: Path, db_path: Path, progress: Progress = None) -> ImportReport:
     """Import MEDLINE/PubMed XML (``PubmedArticleSet``; baseline/update ``.xml.gz`` files)."""
     return _run("PubMed articles", path, db_path, (".xml",), iter_pubmed_records, _handle_pubmed, progress)
 

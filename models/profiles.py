@@ -1,7 +1,9 @@
 """Model profiles: which GGUF to load and how to talk to it.
 
-Invariant: a profile names its file relative to the project's ``models/`` folder unless the
-operator gives an absolute path (``APPLIANCE_MODEL_PATH``); the sha256 is checked when known.
+Invariant: a profile names its files relative to the models folder its caller passes (the
+appliance passes ``common.locations.models_dir()``; this layer resolves no location itself)
+unless the operator gives an absolute path (``APPLIANCE_MODEL_PATH``); the sha256 is checked
+when known.
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from appliance.errors import ConfigError
-from appliance.locations import models_dir
+from common.errors import ConfigError
+
+
+DEMO_NOTICE = "demo model: answers are not clinical advice"
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,20 @@ class ModelProfile:
     mmproj_file: str | None = None
     description: str = ""
     operator_placed: bool = False
+    clinical: bool = False  # a model meant for clinical answers; anything else is a demo
 
-    def path(self, override: str | None = None) -> Path:
-        return Path(override).expanduser() if override else models_dir() / self.file_name
+    @property
+    def notice(self) -> str | None:
+        """What every surface shows while this model answers, or None for a clinical model."""
+        return None if self.clinical else DEMO_NOTICE
 
-    def mmproj_path(self) -> Path | None:
-        return models_dir() / self.mmproj_file if self.mmproj_file else None
+    def path(self, models_dir: Path, override: str | None = None) -> Path:
+        """The GGUF in ``models_dir``, or the operator's ``override`` path."""
+        return Path(override).expanduser() if override else models_dir / self.file_name
+
+    def mmproj_path(self, models_dir: Path) -> Path | None:
+        """The vision projector in ``models_dir``, or None when the profile has none."""
+        return models_dir / self.mmproj_file if self.mmproj_file else None
 
 
 PROFILES: dict[str, ModelProfile] = {
@@ -51,6 +63,7 @@ PROFILES: dict[str, ModelProfile] = {
             mmproj_file="mmproj-medgemma-1.5-4b-it-F16.gguf",
             description="MedGemma 1.5 4B instruction-tuned, Q4_K_M: production (file placed by the operator).",
             operator_placed=True,
+            clinical=True,
         ),
     )
 }

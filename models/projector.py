@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from appliance.errors import ModelFileError
+from models.errors import ModelFileError
 from models.profiles import ModelProfile
 from models.verify import GGUF_MAGIC, verify_model_file
 
@@ -119,9 +119,9 @@ def verify_projector_file(path: Path) -> Path:
     return path
 
 
-def projector_problem(profile: ModelProfile) -> str | None:
-    """Why ``profile`` cannot analyse images with the files in place, or None when it can."""
-    mmproj = profile.mmproj_path()
+def projector_problem(profile: ModelProfile, models_dir: Path) -> str | None:
+    """Why ``profile`` cannot analyse images with the files in ``models_dir``, or None when it can."""
+    mmproj = profile.mmproj_path(models_dir)
     if mmproj is None:
         return f"the model profile {profile.name} has no vision projector"
     try:

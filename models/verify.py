@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from appliance.errors import ModelFileError
+from models.errors import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
 _CHECKED_SUFFIX = ".sha256-ok"

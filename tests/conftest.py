@@ -1,13 +1,34 @@
-"""Shared fixtures. Tests under tests/slow/ get the ``slow`` marker by folder."""
+"""Shared fixtures and the ``--decode-samples`` option. Tests under tests/slow/ get the ``slow`` marker by folder."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+
+# Prompts per schema in the decoding property test (tests/slow/test_fast_decoding.py): 40 keeps
+# it near 2 minutes on two cores; run 500 (7,500 calls, ~22 minutes) whenever appliance/llm/ changes.
+DEFAULT_DECODE_SAMPLES = 40
+
+
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--decode-samples", type=_at_least_one, default=DEFAULT_DECODE_SAMPLES, metavar="N",
+        help=f"prompts per schema in the decoding property test (default {DEFAULT_DECODE_SAMPLES}; "
+             "the full run is 500)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -34,11 +34,22 @@ def test_scripted_ask_prints_the_path_as_json(tmp_path, capsys, appliance_home):
     assert out["router"][0]["next"] == "ERROR_HANDLER" and out["router"][0]["reason"]
     assert out["intent"] == "TOOL_NEEDED" and out["response"] == "Amiodarone carries boxed warnings."
     assert {t["node"] for t in out["timings"]} == set(out["path"])
+    assert out["model_notice"] == "demo model: answers are not clinical advice"
+    assert out["disclaimer"] is None  # no patient data was used
+
+
+def test_plain_ask_prints_the_demo_notice_above_the_answer(tmp_path, capsys, appliance_home):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(SCRIPT))
+    assert main(["ask", "Check FDA warnings for amiodarone", "--script", str(script)]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "[demo model: answers are not clinical advice]", "Amiodarone carries boxed warnings."]
 
 
 @pytest.mark.parametrize("content,words", [
     ("{not json", "not JSON"),
     ("[1, 2]", "keyed by node name"),
+    (json.dumps({"INTENT_CLASIFY": []}), "unknown key 'INTENT_CLASIFY'"),
     (json.dumps({"INTENT_CLASSIFY": [{"intent": "MAYBE", "task_summary": "x", "suggested_tool": None}]}), "intent"),
     (json.dumps({"INTENT_CLASSIFY": []}), "no reply left"),
     (json.dumps({"tools": {"check_drug_safety": [{"error_type": "gremlins"}]}}), "unknown error_type"),

@@ -1,4 +1,8 @@
-"""The core never imports the TUI or Textual (STYLE.md: shape of the house)."""
+"""The core never imports the TUI or Textual (STYLE.md: shape of the house).
+
+tests/test_floor_plan.py checks the project's own import statements (lazy ones too); this test
+imports each core module for real, so Textual arriving through a third-party package, or a
+core module that fails to import, shows up as well."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE = ("appliance", "models", "mcp_servers", "ehr_db")
+CORE = ("appliance", "models", "mcp_servers", "ehr_db", "common")
 
 
 def core_modules() -> list[str]:

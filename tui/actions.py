@@ -19,6 +19,7 @@ class Action:
     label: str  # short footer label
     description: str  # palette and help text
     app_level: bool = False  # bound on the app (works on every screen), not the main screen
+    footer: bool = True  # shown in the footer (the 80-column footer has room for the daily keys only)
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -30,6 +31,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("ctrl+t", "toggle_trace", "Trace", "Show or hide the reasoning trace"),
     Action("ctrl+g", "attach_image", "Image", "Attach a PNG or JPEG image to the next question"),
     Action("f5", "retry_tools", "Retry", "Start the clinical data services again, or re-check them"),
+    Action("ctrl+s", "export_session", "Export", "Save this conversation and its trace summary as a Markdown file",
+           footer=False),
     Action("f1", "help", "Help", "Keys and how to use the terminal"),
     Action("ctrl+q", "quit", "Quit", "Leave the clinic terminal", app_level=True),
 )
@@ -37,7 +40,8 @@ ACTIONS: tuple[Action, ...] = (
 
 def bindings() -> list[Binding]:
     """Bindings for the main screen: each calls the app's action of the same name."""
-    return [Binding(a.key, f"app.{a.action}", a.label, tooltip=a.description) for a in ACTIONS if not a.app_level]
+    return [Binding(a.key, f"app.{a.action}", a.label, tooltip=a.description, show=a.footer)
+            for a in ACTIONS if not a.app_level]
 
 
 def app_bindings() -> list[Binding]:

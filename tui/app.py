@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.screen import Screen
@@ -27,13 +29,18 @@ from textual.screen import Screen
 from appliance.config import Settings
 from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
+from appliance.sessions import SessionStore, SessionStoreError
+from appliance.llm.base import VisionModel
+from common.locations import models_dir
+from common.operator import operator_name
 from models.profiles import get_profile
 from models.projector import projector_problem
 from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 from tui import events
 from tui.actions import app_bindings
-from tui.approval import ApprovalBridge
-from tui.backend import ModelLoader, ToolsFactory, close_quietly, real_model_loader, real_tools_factory
+from tui.approval import ApprovalBridge, ApprovalContext
+from tui.chart_words import allergy_status, identity_line
+from tui.backend import call_tool, ModelLoader, ToolsFactory, close_quietly, real_model_loader, real_tools_factory
 from tui.commands import ClinicCommands
 from tui.patients import PatientHandling
 from tui.screens.approval import ApprovalScreen
@@ -74,8 +81,8 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         self._resume = resume  # a session id, or "latest"
         self.cursor_blink = cursor_blink
         self._health_interval = health_interval
-        self.main = MainScreen(self.profile.name, cursor_blink)
-        self.bridge = ApprovalBridge(self, ApprovalScreen)
+        self.main = MainScreen(self.profile.name, cursor_blink, model_notice=self.profile.notice)
+        self.bridge = ApprovalBridge(self, ApprovalScreen, describe=self._approval_context)
         self.model = None
         self.tools = None
         self.drug_names: list[str] | None = None
@@ -83,10 +90,13 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         self.model_error: str | None = None
         self.tools_error: str | None = None
         self._down: frozenset[str] = frozenset()  # servers last announced as not answering
+        self._up: frozenset[str] = frozenset()  # servers whose last check or call answered
         self.store = None
         self.session = None
         self.history: list[tuple[str, str]] = []
+        self.context_patients: set[str] = set()
         self.patient_id: str | None = None
+        self.chart: dict | None = None
         self.image_path: str | None = None
         self.turn: Turn | None = None
         self._turn_ids = 0
@@ -110,8 +120,12 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         """True only when the model can analyse images: its ``vision_available`` once loaded
         (a projector llama.cpp refused makes it false), before that the profile's projector file."""
         if self.model is not None:
-            return bool(getattr(self.model, "vision_available", False))
-        return projector_problem(self.profile) is None
+            return isinstance(self.model, VisionModel) and self.model.vision_available
+        return projector_problem(self.profile, models_dir()) is None
+
+    def model_notice(self) -> str | None:
+        """The loaded profile's standing notice ("demo model: answers are not clinical advice")."""
+        return self.profile.notice
 
     def notice(self, text: str, severity: str = "information") -> None:
         self.notices.append((severity, text))
@@ -189,6 +203,9 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
 
     def on_turn_trace(self, message: events.TurnTrace) -> None:
         self.main.trace.add_event(message.turn_id, message.event)
+        event = message.event
+        if event.node == "TOOL_EXECUTE" and event.tool:
+            self.tool_call_seen(event.tool, (event.output or {}).get("error_type"))
         stats = message.event.model_stats or {}
         if stats.get("tokens_per_second"):
             self.main.status.set_tokens_per_second(stats["tokens_per_second"])
@@ -201,7 +218,7 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
             self._finish_cancelled(turn)
             return
         result = message.result
-        turn.reply.finish(result.response, result.kind)
+        turn.reply.finish(result.response, result.kind, result.disclaimer)
         self.main.trace.finish_turn(turn.id, "complete")
         self._save(turn, result.response, result.kind, "complete", [e.to_dict() for e in result.trace])
         self.history += [("user", turn.question), ("assistant", result.response)]
@@ -268,6 +285,19 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         else:
             turn.reply.border_subtitle = "cancelling…"
 
+    def _approval_context(self, tool: str, args: dict) -> ApprovalContext:
+        """Runs in the turn's thread: the chart of the patient being written to (the open one as
+        loaded, else read now) in the dialog's words, and the author of the write."""
+        pid = args.get("patient_id")
+        chart = self.chart if (pid and pid == self.patient_id and self.chart) else None
+        if chart is None and pid and self.tools is not None:
+            outcome = call_tool(self.tools, "get_patient_chart", {"patient_id": pid}, self.settings.tool_deadline_seconds)
+            chart = outcome.result if outcome.ok else None
+        if not chart:
+            return ApprovalContext(str(pid), "unknown", [], operator_name())
+        status, allergies = allergy_status(chart)
+        return ApprovalContext(identity_line(chart), status, allergies, operator_name())
+
     def _dismiss_approval(self) -> None:
         for screen in reversed(self.screen_stack):
             if isinstance(screen, ApprovalScreen):
@@ -285,7 +315,7 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         if action == "close_patient":
             return self.patient_id is not None
         if action == "retry_tools":
-            return bool(self.tools_error or self._down)
+            return bool(self.tools_error) or self.servers_not_known_up()
         return True
 
     # -- image, trace, help, quit ------------------------------------------------------------
@@ -319,6 +349,17 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         if self.turn is not None:
             self.turn.cancel.set()
 
+    def _fatal_error(self) -> None:
+        """An unexpected error ends the terminal with one line instead of Textual's traceback,
+        whose local variables could show chart text; the traceback (no locals) goes to the log."""
+        error = self._exception
+        log.error("the clinic terminal stopped on an unexpected error", exc_info=error)
+        self.bell()
+        name = type(error).__name__ if error is not None else "error"
+        self._exit_renderables.append(
+            Text(f"appliance tui: the clinic terminal stopped on an unexpected error ({name}).", style="bold red"))
+        self._close_messages_no_wait()
+
     async def on_unmount(self) -> None:
         self._shutdown_turns()
         tools, self.tools = self.tools, None
@@ -329,8 +370,24 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
             await asyncio.sleep(0.05)
 
 
+def startup_problem(resume: str | None, sessions_path: Path | None = None) -> str | None:
+    """Why the terminal cannot open as asked (one line), checked before the screen takes over."""
+    if resume is None or resume == "latest":
+        return None
+    try:
+        SessionStore(sessions_path).get_session(resume)
+    except SessionStoreError as exc:
+        return f"cannot reopen session {resume}: {exc}"
+    return None
+
+
 def run(settings: Settings | None = None, *, script: dict | None = None, resume: str | None = None) -> int:
-    """Run the terminal in the current terminal; returns the exit code."""
+    """Run the terminal in the current terminal; returns the exit code (non-zero when it could
+    not start or stopped on an unexpected error, with one line on standard error)."""
+    problem = startup_problem(resume)
+    if problem:
+        print(f"appliance tui: {problem}", file=sys.stderr)
+        return 2
     loader = tools = None
     if script is not None:
         from tui.backend import scripted_backend
@@ -339,4 +396,4 @@ def run(settings: Settings | None = None, *, script: dict | None = None, resume:
     app = ClinicApp(settings, model_loader=loader, tools_factory=tools, resume=resume)
     code = app.run()
     app._shutdown_turns()
-    return code or 0
+    return app.return_code or code or 0

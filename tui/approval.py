@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass, field
 from typing import Callable
 
 from textual.app import App
@@ -20,10 +21,24 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.05
 
 
+@dataclass(frozen=True)
+class ApprovalContext:
+    """What the dialog shows beside the arguments: who the patient is, their allergies, who
+    is writing, and the safety findings (None: no safety check ran for this write)."""
+
+    patient: str  # identity line, or the id when the chart could not be read
+    allergy_status: str  # recorded | none_known | not_recorded | unknown
+    allergies: list[str]
+    author: str
+    findings: list[str] | None = field(default=None)
+
+
 class ApprovalBridge:
-    def __init__(self, app: App, make_screen: Callable[[str, dict], object]):
+    def __init__(self, app: App, make_screen: Callable[..., object],
+                 describe: Callable[[str, dict], ApprovalContext | None] | None = None):
         self._app = app
         self._make_screen = make_screen
+        self._describe = describe  # runs in the turn's thread (it may read the chart)
         self._closed = threading.Event()
         self.cancel: threading.Event | None = None  # the running turn's cancel flag
 
@@ -44,8 +59,14 @@ class ApprovalBridge:
             answer.append(result)
             decided.set()
 
+        try:
+            context = self._describe(tool, dict(args)) if self._describe else None
+        except Exception:  # noqa: BLE001 - the dialog still opens, saying what it could not read
+            log.warning("the approval context could not be built", exc_info=True)
+            context = None
+
         def show() -> None:
-            self._app.push_screen(self._make_screen(tool, dict(args)), callback=on_result)
+            self._app.push_screen(self._make_screen(tool, dict(args), context), callback=on_result)
 
         try:
             self._app.call_from_thread(show)

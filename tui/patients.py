@@ -12,6 +12,7 @@ from textual import work
 from appliance.tools.base import ToolOutcome
 from tui import events
 from tui.backend import call_tool
+from tui.services import SERVER_FAULTS
 from tui.screens.patient_search import PatientSearchScreen
 from tui.workers import Closing, abandonable
 
@@ -20,6 +21,7 @@ CHART_DEADLINE = 10.0
 
 class PatientHandling:
     patient_id: str | None
+    chart: dict | None  # the open patient's chart as last loaded (None while loading or closed)
 
     def action_patient(self) -> None:
         screen = PatientSearchScreen(self._search_patient, cursor_blink=self.cursor_blink)
@@ -42,12 +44,21 @@ class PatientHandling:
             self.notice("Patient closed.")
 
     def _set_patient(self, patient_id: str | None, name: str | None = None, persist: bool = True) -> None:
+        if patient_id is not None and persist and self.history and self.context_patients - {patient_id}:
+            # The conversation is about another patient: its facts must not become this
+            # patient's context. It stays saved, and resumable under its own patients.
+            self._clear_context()
+            self.notice(f"Opened {name or patient_id}: a new conversation has started; "
+                        "the previous one is saved (Ctrl+R resumes it).")
         self.patient_id = patient_id
         self.refresh_bindings()
+        self.chart = None
         if patient_id is None:
             self.main.patient.show_none()
+            self.main.banner.show_none()
         else:
             self.main.patient.show_loading(patient_id, name)
+            self.main.banner.show_loading(patient_id, name)
             self._load_chart(patient_id)
         if persist and self.session is not None:
             self._store_call(self.store.set_patient, self.session.id, patient_id)
@@ -66,13 +77,18 @@ class PatientHandling:
         if outcome.ok:
             self.post_message(events.ChartLoaded(patient_id, outcome.result or {}))
         else:
+            if outcome.error_type in SERVER_FAULTS:  # the record server did not answer: down at once
+                self.post_message(events.ServerHealth({"ehr": False}))
             self.post_message(events.ChartFailed(patient_id, outcome.message or outcome.error_type or "unknown error"))
 
     def on_chart_loaded(self, message: events.ChartLoaded) -> None:
         if message.patient_id == self.patient_id:
+            self.chart = message.chart
             self.main.patient.show_chart(message.patient_id, message.chart)
+            self.main.banner.show_chart(message.patient_id, message.chart)
 
     def on_chart_failed(self, message: events.ChartFailed) -> None:
         if message.patient_id == self.patient_id:
             self.main.patient.show_problem(message.patient_id, message.message)
+            self.main.banner.show_problem(message.patient_id)
             self.notice(f"The chart could not be loaded: {message.message}", "error")

@@ -24,12 +24,15 @@ from textual import work
 
 from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.errors import ApplianceError
-from appliance.locations import logs_dir
+from common.locations import logs_dir
+from mcp_servers.contracts import TOOL_SERVERS
 from tui import events
 from tui.backend import SERVERS, close_quietly, ping_all
 from tui.workers import Closing, abandonable
 
 log = logging.getLogger(__name__)
+# Tool errors that mean the server itself did not answer (not a bad argument or an empty result).
+SERVER_FAULTS = frozenset({"timeout", "service_unavailable", "server_error", "invalid_response"})
 
 
 class ServiceHandling:
@@ -40,6 +43,7 @@ class ServiceHandling:
     model_error: str | None
     tools_error: str | None
     _down: frozenset[str]  # servers last announced as not answering
+    _up: frozenset[str]  # servers whose last health check or call answered
 
     # -- the model --------------------------------------------------------------------------
     @work(thread=True, group="model", exit_on_error=False)
@@ -160,7 +164,11 @@ class ServiceHandling:
 
     def on_server_health(self, message: events.ServerHealth) -> None:
         self.main.status.set_health(message.health)
-        down = frozenset(s for s, ok in message.health.items() if ok is False)
+        self._up = (self._up | {s for s, ok in message.health.items() if ok}) - {
+            s for s, ok in message.health.items() if not ok}
+        self.refresh_bindings()
+        down = (self._down | {s for s, ok in message.health.items() if ok is False}) - {
+            s for s, ok in message.health.items() if ok is not False}
         if down == self._down:
             return
         if down:
@@ -171,6 +179,20 @@ class ServiceHandling:
             self.notice("All clinical data servers are answering again.")
         self._down = down
         self.refresh_bindings()
+
+    def tool_call_seen(self, tool: str, error_type: str | None) -> None:
+        """A tool call tells its server's health at once: one that found the server dead or
+        stalled marks it down, one that was answered marks it up (no waiting for a check)."""
+        server = TOOL_SERVERS.get(tool)
+        if server is None:
+            return
+        if error_type in SERVER_FAULTS:
+            self.on_server_health(events.ServerHealth({server: False}))
+        elif error_type is None and server not in self._up:
+            self.on_server_health(events.ServerHealth({server: True}))
+
+    def servers_not_known_up(self) -> bool:
+        return bool(set(SERVERS) - self._up)
 
     # -- both -------------------------------------------------------------------------------
     def _maybe_ready(self) -> None:

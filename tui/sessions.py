@@ -9,6 +9,8 @@ without saving.
 from __future__ import annotations
 
 from appliance.sessions import Session, SessionStore, SessionStoreError
+from common.locations import data_home
+from tui.export import session_markdown, write_export
 from tui.screens.sessions import SessionsScreen
 from tui.workers import Turn
 
@@ -16,6 +18,7 @@ from tui.workers import Turn
 class SessionHandling:
     store: SessionStore | None
     session: Session | None
+    context_patients: set[str]  # every patient the current conversation has touched
 
     def _open_store(self) -> None:
         try:
@@ -28,7 +31,8 @@ class SessionHandling:
                 latest = self._store_call(self.store.latest_session)
                 target = latest.id if latest else None
             if target:
-                self.resume_session(target)
+                # The conversation widgets mount after the app's own on_mount: resume once they have.
+                self.call_after_refresh(self.resume_session, target)
 
     def _store_call(self, fn, *args, **kwargs):
         if self.store is None:
@@ -40,6 +44,9 @@ class SessionHandling:
             return None
 
     def _save(self, turn: Turn, reply: str, kind: str, status: str, trace: list[dict]) -> None:
+        self.context_patients |= {turn.patient_id} if turn.patient_id else set()
+        self.context_patients |= {str(e["args"]["patient_id"]) for e in trace
+                                  if isinstance(e.get("args"), dict) and e["args"].get("patient_id")}
         if self.store is None:
             return
         if self.session is None:
@@ -53,13 +60,17 @@ class SessionHandling:
         if self.turn is not None:
             self.notice("Cancel the running answer first (Escape).", "warning")
             return
-        self.session, self.history = None, []
-        self.main.chat.clear()
-        self.main.trace.clear_turns()
+        self._clear_context()
         self._set_patient(None)
         self.image_path = None
         self.main.attachment.clear()
         self.notice("New session started.")
+
+    def _clear_context(self) -> None:
+        """Forget the conversation (it stays saved): the next question starts a new session."""
+        self.session, self.history, self.context_patients = None, [], set()
+        self.main.chat.clear()
+        self.main.trace.clear_turns()
 
     def action_sessions(self) -> None:
         if self.turn is not None:
@@ -78,6 +89,25 @@ class SessionHandling:
             return
         self.session = session
         self.history = [(m.role, m.text) for m in messages if m.status == "complete"]
+        self.context_patients = set(session.patient_ids)
         self._turn_ids = self.main.show_stored(messages)
         self._set_patient(session.patient_id, persist=False)
         self.notice(f"Resumed: {session.title}")
+
+    def action_export_session(self) -> None:
+        """Save the current conversation as Markdown beside the sessions database (exports/)."""
+        if self.session is None or self.store is None:
+            self.notice("Nothing to export yet: ask a question first.", "warning")
+            return
+        session = self._store_call(self.store.get_session, self.session.id)
+        messages = self._store_call(self.store.messages, self.session.id)
+        if session is None or messages is None:
+            return
+        folder = (self._sessions_path.parent if self._sessions_path else data_home()) / "exports"
+        try:
+            path = write_export(folder, session, session_markdown(session, messages, self.model_notice()))
+        except OSError as exc:
+            self.notice(f"The conversation could not be exported: {exc.strerror}", "error")
+            return
+        self.notice(f"Conversation exported to {path}")
+

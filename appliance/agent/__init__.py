@@ -1,1 +1,1 @@
-"""The v3 code-routed agent (seed 002): the LLM classifies and extracts; code routes."""
+"""The code-routed agent (docs/design.md): the LLM classifies and extracts; code routes."""

@@ -1,4 +1,4 @@
-"""The v3 graph (seed 002 §2-§3) as a plain loop: nodes are functions, code picks the next.
+"""The agent graph (docs/design.md §2-§3) as a plain loop: nodes are functions, code picks the next.
 
 Invariants:
 - Paths: INPUT_ASSEMBLY -> INTENT_CLASSIFY -> (DIRECT) SYNTHESIZE, or -> TOOL_SELECT ->
@@ -6,6 +6,9 @@ Invariants:
   SYNTHESIZE}; ERROR_HANDLER -> {TOOL_SELECT | SYNTHESIZE}.
 - Every node emits one ``TraceEvent`` (clinical label, duration, structured output, tool
   call, router decision and reason) to ``on_event`` as it finishes.
+- Dispatch is one table, ``STEPS``, from each ``Node`` to its step: the step runs the node,
+  emits the node's trace event under the dispatched name and returns the next ``Node``, so
+  the path, the trace and the dispatch cannot disagree.
 - The loop is bounded: MAX_STEPS tool executions and a hard cap on node visits.
 - Trace events and logs carry no patient data beyond the tool arguments the clinician sees.
 """
@@ -28,13 +31,21 @@ from appliance.agent.nodes import (
     tool_select,
 )
 from appliance.agent.nodes.input_assembly import DrugDictionary
-from appliance.agent.state import NODE_LABELS, AgentState, RouterDecision, TraceEvent
+from appliance.agent.state import NODE_LABELS, AgentState, Node, RouterDecision, TraceEvent
 from appliance.config import Settings
 from appliance.errors import ApplianceError, TurnCancelled
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.tools.base import Approver, ToolBox, deny_all
+from mcp_servers.contracts import TOOL_SERVERS
+from models.profiles import DEMO_NOTICE, PROFILES
 
 MAX_NODE_VISITS = 60
+VERIFY_WITH_CHART = "This answer used patient data: verify it against the chart before acting on it."
+
+
+def used_patient_data(tool_calls: list[dict]) -> bool:
+    """A call to the record that answered: its data may be in the answer."""
+    return any(TOOL_SERVERS.get(c.get("tool")) == "ehr" and not c.get("error_type") for c in tool_calls)
 
 
 @dataclass
@@ -48,11 +59,17 @@ class TurnResult:
     timings: list[dict]
     trace: list[TraceEvent]
     state: AgentState
+    # Shown with every answer: the loaded model's notice (None for a clinical model), and a
+    # reminder to check the chart when the answer used patient data.
+    model_notice: str | None = None
+    disclaimer: str | None = None
 
     def to_json(self) -> dict:
         return {
             "response": self.response,
             "kind": self.kind,
+            "model_notice": self.model_notice,
+            "disclaimer": self.disclaimer,
             "intent": self.intent,
             "path": self.path,
             "tool_calls": self.tool_calls,
@@ -96,6 +113,8 @@ class Agent:
             max_retries=self.settings.max_retries,
             max_total_retries=self.settings.max_total_retries,
         )
+        profile = PROFILES.get(self.settings.model)
+        self.model_notice = profile.notice if profile else DEMO_NOTICE  # an unknown model is no clinical one
 
     def run_turn(
         self,
@@ -109,99 +128,154 @@ class Agent:
         cancel: threading.Event | None = None,
     ) -> TurnResult:
         state = AgentState(user_query=query.strip(), selected_patient_id=patient_id, image_path=image_path)
-        trace: list[TraceEvent] = []
-        tool_calls: list[dict] = []
-        kind = "answer"
-
-        def emit(node: str, started: float, output: dict, *, model_call: bool = True, **extra) -> None:
-            stats = self.model.last_stats if model_call else None
-            model_stats = None
-            if stats is not None:
-                model_stats = {
-                    "prompt_tokens": stats.prompt_tokens,
-                    "completion_tokens": stats.completion_tokens,
-                    "tokens_per_second": round(stats.tokens_per_second, 1),
-                }
-            event = TraceEvent(node, NODE_LABELS[node], round(time.perf_counter() - started, 4), output,
-                               model_stats=model_stats, **extra)
-            trace.append(event)
-            if on_event:
-                on_event(event)
-
         llm = _CancellableModel(self.model, cancel) if cancel is not None else self.model
-        node = "INPUT_ASSEMBLY"
+        turn = _Turn(self, state, history or [], llm, on_event, on_token, cancel)
+        node = Node.INPUT_ASSEMBLY
         for _ in range(MAX_NODE_VISITS):
-            if cancel is not None and cancel.is_set() and node != "SYNTHESIZE":
+            if cancel is not None and cancel.is_set() and node is not Node.SYNTHESIZE:
                 raise TurnCancelled("the turn was cancelled")
-            started = time.perf_counter()
+            turn.node, turn.started = node, time.perf_counter()
             self.model.last_stats = None  # so a node that makes no model call reports none
-            if node == "INPUT_ASSEMBLY":
-                update, output = input_assembly.run(state, self.drugs, history or [], self.settings.history_turns,
-                                                    model=self.model, cancel=cancel)
-                state = state.merge(update)
-                emit(node, started, output, model_call=output.get("image_analysis") in ("done", "failed"))
-                node = "INTENT_CLASSIFY"
-            elif node == "INTENT_CLASSIFY":
-                update, output = intent_classify.run(state, llm)
-                state = state.merge(update)
-                emit(node, started, output)
-                node = "SYNTHESIZE" if state.intent == "DIRECT" else "TOOL_SELECT"
-            elif node == "TOOL_SELECT":
-                update, output = tool_select.run(state, llm)
-                state = state.merge(update)
-                emit(node, started, output, tool=output.get("tool_name"), args=output.get("args"))
-                node = "DETERMINISTIC_ROUTER" if state.current_tool == "none" else "TOOL_EXECUTE"
-            elif node == "TOOL_EXECUTE":
-                update, result = tool_execute.run(state, self.tools, self.approver, self.settings.tool_deadline_seconds)
-                state = state.merge(update)
-                summary = result.error or tool_execute.summarize_result(result.result)
-                tool_calls.append({
-                    "tool": result.tool_name, "label": result.tool_label, "args": result.args,
-                    "error_type": result.error_type, "summary": summary, "seconds": round(result.seconds, 4),
-                })
-                emit(node, started, {"error_type": result.error_type}, model_call=False,
-                     tool=result.tool_name, args=result.args, result_summary=summary)
-                node = "RESULT_CLASSIFY"
-            elif node == "RESULT_CLASSIFY":
-                update, output = result_classify.run(state, llm)
-                state = state.merge(update)
-                tool_calls[-1]["classification"] = output["quality"]
-                emit(node, started, output)
-                node = "DETERMINISTIC_ROUTER"
-            elif node == "DETERMINISTIC_ROUTER":
-                decision = router.route(state, self.limits)
-                update: dict = {"router_decisions": [RouterDecision(node, decision.next, decision.reason)],
-                                "strict_selection": decision.strict_selection}
-                if decision.clarification:
-                    update["clarification_request"] = decision.clarification
-                if decision.next == "TOOL_SELECT" and not decision.strict_selection:
-                    update["retry_count"] = 0
-                state = state.merge(update)
-                emit(node, started, {}, model_call=False, decision=decision.next, reason=decision.reason)
-                node = decision.next
-            elif node == "ERROR_HANDLER":
-                update, output, nxt, reason = error_handler.run(state, llm, self.limits)
-                update["router_decisions"] = [RouterDecision(node, nxt, reason)]
-                state = state.merge(update)
-                emit(node, started, output, decision=nxt, reason=reason)
-                node = nxt
-            elif node == "SYNTHESIZE":
-                update, output = synthesize.run(state, llm, on_token=on_token, cancel=cancel)
-                state = state.merge(update)
-                kind = output["kind"]
-                emit(node, started, output)
+            nxt = STEPS[node](turn)
+            if nxt is None:
                 break
+            node = nxt
         else:
             raise ApplianceError("the agent exceeded its node-visit limit")
 
+        state, trace = turn.state, turn.trace
         return TurnResult(
             response=state.final_response or "",
-            kind=kind,
+            kind=turn.kind,
             intent=state.intent,
             path=[e.node for e in trace],
-            tool_calls=tool_calls,
-            router=[{"node": d.node, "next": d.next, "reason": d.reason} for d in state.router_decisions],
+            tool_calls=turn.tool_calls,
+            router=[{"node": str(d.node), "next": str(d.next), "reason": d.reason} for d in state.router_decisions],
             timings=[{"node": e.node, "seconds": e.seconds} for e in trace],
             trace=trace,
             state=state,
+            model_notice=self.model_notice,
+            disclaimer=VERIFY_WITH_CHART if used_patient_data(turn.tool_calls) else None,
         )
+
+
+class _Turn:
+    """One turn in progress: the state the steps replace and what they record. ``node`` and
+    ``started`` are set by the loop before each step, so a step's trace event always carries
+    the name of the node that was dispatched."""
+
+    def __init__(self, agent: Agent, state: AgentState, history: list[tuple[str, str]], llm: LanguageModel,
+                 on_event: Callable[[TraceEvent], None] | None, on_token: TokenCallback | None,
+                 cancel: threading.Event | None):
+        self.agent, self.state, self.history, self.llm = agent, state, history, llm
+        self.on_event, self.on_token, self.cancel = on_event, on_token, cancel
+        self.node = Node.INPUT_ASSEMBLY
+        self.started = 0.0
+        self.trace: list[TraceEvent] = []
+        self.tool_calls: list[dict] = []
+        self.kind = "answer"  # or "clarification", from SYNTHESIZE
+
+    def emit(self, output: dict, *, model_call: bool = True, **extra) -> None:
+        stats = self.agent.model.last_stats if model_call else None
+        model_stats = None
+        if stats is not None:
+            model_stats = {
+                "prompt_tokens": stats.prompt_tokens,
+                "completion_tokens": stats.completion_tokens,
+                "tokens_per_second": round(stats.tokens_per_second, 1),
+            }
+        event = TraceEvent(self.node.value, NODE_LABELS[self.node], round(time.perf_counter() - self.started, 4),
+                           output, model_stats=model_stats, **extra)
+        self.trace.append(event)
+        if self.on_event:
+            self.on_event(event)
+
+
+# -- the steps: each runs its node, emits its trace event and returns the next node ---------
+def _assemble_input(turn: _Turn) -> Node:
+    agent = turn.agent
+    update, output = input_assembly.run(turn.state, agent.drugs, turn.history, agent.settings.history_turns,
+                                        model=agent.model, cancel=turn.cancel)
+    turn.state = turn.state.merge(update)
+    turn.emit(output, model_call=output.get("image_analysis") in ("done", "failed"))
+    return Node.INTENT_CLASSIFY
+
+
+def _classify_intent(turn: _Turn) -> Node:
+    update, output = intent_classify.run(turn.state, turn.llm)
+    turn.state = turn.state.merge(update)
+    turn.emit(output)
+    return Node.SYNTHESIZE if turn.state.intent == "DIRECT" else Node.TOOL_SELECT
+
+
+def _select_tool(turn: _Turn) -> Node:
+    update, output = tool_select.run(turn.state, turn.llm)
+    turn.state = turn.state.merge(update)
+    turn.emit(output, tool=output.get("tool_name"), args=output.get("args"))
+    return Node.DETERMINISTIC_ROUTER if turn.state.current_tool == "none" else Node.TOOL_EXECUTE
+
+
+def _execute_tool(turn: _Turn) -> Node:
+    agent = turn.agent
+    update, result = tool_execute.run(turn.state, agent.tools, agent.approver, agent.settings.tool_deadline_seconds)
+    turn.state = turn.state.merge(update)
+    summary = result.error or tool_execute.summarize_result(result.result)
+    turn.tool_calls.append({
+        "tool": result.tool_name, "label": result.tool_label, "args": result.args,
+        "error_type": result.error_type, "summary": summary, "seconds": round(result.seconds, 4),
+    })
+    output: dict = {"error_type": result.error_type}
+    if result.approval_seconds is not None:  # the clinician's time in the approval dialog, apart
+        output["approval_seconds"] = round(result.approval_seconds, 4)
+    turn.emit(output, model_call=False, tool=result.tool_name, args=result.args, result_summary=summary)
+    return Node.RESULT_CLASSIFY
+
+
+def _classify_result(turn: _Turn) -> Node:
+    update, output = result_classify.run(turn.state, turn.llm)
+    turn.state = turn.state.merge(update)
+    turn.tool_calls[-1]["classification"] = output["quality"]
+    turn.emit(output)
+    return Node.DETERMINISTIC_ROUTER
+
+
+def _route(turn: _Turn) -> Node:
+    decision = router.route(turn.state, turn.agent.limits)
+    update: dict = {"router_decisions": [RouterDecision(Node.DETERMINISTIC_ROUTER, decision.next, decision.reason)],
+                    "strict_selection": decision.strict_selection}
+    if decision.clarification:
+        update["clarification_request"] = decision.clarification
+    if decision.next is Node.TOOL_SELECT and not decision.strict_selection:
+        update["retry_count"] = 0
+    turn.state = turn.state.merge(update)
+    turn.emit({}, model_call=False, decision=str(decision.next), reason=decision.reason)
+    return decision.next
+
+
+def _handle_error(turn: _Turn) -> Node:
+    update, output, nxt, reason = error_handler.run(turn.state, turn.llm, turn.agent.limits)
+    update["router_decisions"] = [RouterDecision(Node.ERROR_HANDLER, nxt, reason)]
+    turn.state = turn.state.merge(update)
+    turn.emit(output, decision=str(nxt), reason=reason)
+    return nxt
+
+
+def _synthesize(turn: _Turn) -> None:
+    update, output = synthesize.run(turn.state, turn.llm, on_token=turn.on_token, cancel=turn.cancel)
+    turn.state = turn.state.merge(update)
+    turn.kind = output["kind"]
+    turn.emit(output)
+    return None  # the turn is over
+
+
+# The one dispatch table: every Node has exactly one step (a test checks).
+STEPS: dict[Node, Callable[[_Turn], Node | None]] = {
+    Node.INPUT_ASSEMBLY: _assemble_input,
+    Node.INTENT_CLASSIFY: _classify_intent,
+    Node.TOOL_SELECT: _select_tool,
+    Node.TOOL_EXECUTE: _execute_tool,
+    Node.RESULT_CLASSIFY: _classify_result,
+    Node.DETERMINISTIC_ROUTER: _route,
+    Node.ERROR_HANDLER: _handle_error,
+    Node.SYNTHESIZE: _synthesize,
+}

@@ -1,4 +1,4 @@
-"""Constrained-output schemas of the LLM nodes (seed 002 §6).
+"""Constrained-output schemas of the LLM nodes (docs/design.md §6).
 
 Invariant: decision-critical fields first; every field required, nullable where it may be
 empty (the grammar enforces presence and order, so defaults would only hide fields).

@@ -1,4 +1,4 @@
-"""Typed agent state (seed 002 §5) and the trace a turn emits.
+"""Typed agent state (docs/design.md §5) and the trace a turn emits.
 
 Invariants:
 - Nodes never mutate the state they are given: they return an update that ``AgentState.merge``
@@ -12,20 +12,36 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 # Lists that accumulate across the turn; every other field is replaced by an update.
 _APPENDED = ("tool_results", "error_messages", "router_decisions")
 
-NODE_LABELS = {
-    "INPUT_ASSEMBLY": "Reading the request",
-    "INTENT_CLASSIFY": "Understanding the question",
-    "TOOL_SELECT": "Choosing a source",
-    "TOOL_EXECUTE": "Consulting a source",
-    "RESULT_CLASSIFY": "Checking the result",
-    "DETERMINISTIC_ROUTER": "Deciding the next step",
-    "ERROR_HANDLER": "Handling a problem",
-    "SYNTHESIZE": "Writing the answer",
+
+class Node(StrEnum):
+    """The graph's nodes (docs/design.md §2). A value is the node's name wherever it is written: the
+    trace and ``path``, the node argument of model calls, and the keys of a scripted run."""
+
+    INPUT_ASSEMBLY = "INPUT_ASSEMBLY"
+    INTENT_CLASSIFY = "INTENT_CLASSIFY"
+    TOOL_SELECT = "TOOL_SELECT"
+    TOOL_EXECUTE = "TOOL_EXECUTE"
+    RESULT_CLASSIFY = "RESULT_CLASSIFY"
+    DETERMINISTIC_ROUTER = "DETERMINISTIC_ROUTER"
+    ERROR_HANDLER = "ERROR_HANDLER"
+    SYNTHESIZE = "SYNTHESIZE"
+
+
+NODE_LABELS: dict[Node, str] = {
+    Node.INPUT_ASSEMBLY: "Reading the request",
+    Node.INTENT_CLASSIFY: "Understanding the question",
+    Node.TOOL_SELECT: "Choosing a source",
+    Node.TOOL_EXECUTE: "Consulting a source",
+    Node.RESULT_CLASSIFY: "Checking the result",
+    Node.DETERMINISTIC_ROUTER: "Deciding the next step",
+    Node.ERROR_HANDLER: "Handling a problem",
+    Node.SYNTHESIZE: "Writing the answer",
 }
 
 
@@ -50,6 +66,7 @@ class ToolResult:
     raw_error: str | None = None  # for the trace only
     missing_fields: tuple[str, ...] = ()
     seconds: float = 0.0
+    approval_seconds: float | None = None  # a write's wait for the clinician's decision
 
     def signature(self) -> str:
         return self.tool_name + json.dumps(self.args, sort_keys=True)
@@ -57,8 +74,8 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class RouterDecision:
-    node: Literal["DETERMINISTIC_ROUTER", "ERROR_HANDLER"]
-    next: str
+    node: Node  # DETERMINISTIC_ROUTER or ERROR_HANDLER
+    next: Node
     reason: str
 
 
@@ -111,7 +128,7 @@ class AgentState:
 
 @dataclass
 class TraceEvent:
-    node: str
+    node: str  # a Node's value, as plain text (events are also read back from saved sessions)
     label: str
     seconds: float
     output: dict = field(default_factory=dict)

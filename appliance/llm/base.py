@@ -6,6 +6,8 @@ Invariants:
 - ``generate_free`` returns text; ``on_token`` sees each piece as it is produced. Either call
   stops before its next model step once ``cancel`` is set, raising ``GenerationCancelled``.
 - Each call records a ``CallStats`` in ``last_stats`` for traces and benchmarks.
+- Images are a capability apart: a model that can take them is also a ``VisionModel``, found
+  with ``isinstance``; ``vision_available`` then says whether it can right now.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.prompt import Message
+
+if TYPE_CHECKING:
+    from appliance.llm.vision import ImageFindings
 
 T = TypeVar("T", bound=BaseModel)
 TokenCallback = Callable[[str], None]
@@ -70,6 +76,23 @@ class LanguageModel(Protocol):
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> str: ...
+
+
+@runtime_checkable
+class VisionModel(Protocol):
+    """A language model that can also analyse an attached image (``appliance.llm.vision``).
+
+    ``vision_available`` may change while the model is loaded (a projector llama.cpp refuses
+    at first use), so callers read it before every image, after the ``isinstance`` check."""
+
+    @property
+    def vision_available(self) -> bool: ...
+
+    def analyze_image(
+        self, image_path: str | Path, question: str, *, cancel: threading.Event | None = None,
+    ) -> ImageFindings:
+        """Findings of one PNG/JPEG; raises ``VisionUnavailable``, ``ImageFileError`` or
+        another ``ApplianceError`` when there are none."""
 
 
 def parse_constrained(text: str, schema: type[T]) -> T:

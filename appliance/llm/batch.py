@@ -25,9 +25,9 @@ import numpy as np
 
 from appliance.errors import GenerationError, GenerationTruncated
 from appliance.llm.base import parse_constrained
-from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable, schema_json
-from appliance.llm.llama import split_static
-from appliance.llm.prompt import Message, render_gemma
+from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable
+from appliance.llm.grammar import output_schema
+from appliance.llm.prompt import Message, render_gemma, split_static
 
 
 @dataclass
@@ -216,10 +216,8 @@ class BatchRunner:
 
     def _work(self, slot: _Slot, job: BatchJob, results: list, index: int) -> None:
         dec = SchemaDecoder(slot, self.table, job.temperature, budget=job.max_tokens)
-        json_schema = schema_json(job.schema)
         try:
-            dec.value(json_schema, json_schema.get("$defs", {}))
-            text = "".join(dec.out)
+            text = dec.decode(output_schema(job.schema))
             value, error = parse_constrained(text, job.schema), None
         except BudgetExceeded:
             text, value = "".join(dec.out), None

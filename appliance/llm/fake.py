@@ -11,6 +11,7 @@ import json
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from appliance.errors import GenerationCancelled, ScriptError
@@ -29,8 +30,9 @@ class Call:
 
 
 class ScriptedModel:
-    """``vision`` sets ``vision_available``; by default a script that queues replies for
-    ``IMAGE_ANALYSIS`` (``analyze_image``'s node name) stands for a model with a projector."""
+    """A ``LanguageModel`` and a ``VisionModel``. ``vision`` sets ``vision_available``; by
+    default a script that queues replies for ``IMAGE_ANALYSIS`` (``analyze_image``'s node
+    name) stands for a model with a projector."""
 
     profile_name = "scripted"
 
@@ -95,7 +97,8 @@ class ScriptedModel:
         self.last_stats = CallStats(node=node, completion_tokens=len(pieces))
         return "".join(pieces)
 
-    def analyze_image(self, image_path, question: str, *, cancel: threading.Event | None = None):
+    def analyze_image(self, image_path: str | Path, question: str, *,
+                      cancel: threading.Event | None = None) -> vision_mod.ImageFindings:
         """The next ``IMAGE_ANALYSIS`` reply as ``ImageFindings``, after the runtime's own
         availability and image-file checks."""
         if not self.vision_available:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import ctypes
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
+from pydantic import BaseModel
 
-from appliance.llm.grammar import output_chars
+from appliance.llm.grammar import OutputSchema, output_chars, output_schema
 
 _UNSAFE = {ord('"'), ord("\\")} | set(range(0x20)) | {0x7F}
 
@@ -272,6 +273,11 @@ class SchemaDecoder:
         return None
 
     # -- schema walk ---------------------------------------------------------------------
+    def decode(self, schema: OutputSchema) -> str:
+        """One whole output of ``schema`` (from ``output_schema``): its JSON text."""
+        self.value(schema.json_schema, schema.defs)
+        return "".join(self.out)
+
     def value(self, schema: dict, defs: dict, tail: int = 0) -> None:
         """Decode one value of ``schema``; ``tail`` bounds the tokens the output needs after it."""
         if "$ref" in schema:
@@ -355,16 +361,11 @@ class SchemaDecoder:
             raise ValueError("the fast decoder handles nullable strings and enums only")
 
 
-@lru_cache(maxsize=None)
-def schema_json(schema: type) -> dict:
-    """A Pydantic schema's JSON schema, built once per class (the decoder only reads it)."""
-    return schema.model_json_schema()
-
-
-@lru_cache(maxsize=None)
-def fast_handles(schema: type) -> bool:
-    """Whether SchemaDecoder handles ``schema`` (decided once per class)."""
-    return fast_supported(schema_json(schema))
+@cache
+def fast_handles(schema: type[BaseModel]) -> bool:
+    """Whether SchemaDecoder handles ``schema`` (decided once per class). Raises
+    SchemaNotSupported when the schema has no safe grammar at all."""
+    return fast_supported(output_schema(schema).json_schema)
 
 
 def fast_supported(json_schema: dict) -> bool:

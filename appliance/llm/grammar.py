@@ -1,7 +1,7 @@
 """GBNF grammars built from Pydantic schemas.
 
 Invariants:
-- Fields appear in the schema's declared order (seed 002 §6: critical-first) and every field
+- Fields appear in the schema's declared order (docs/design.md §6: critical-first) and every field
   is required: a schema with a defaulted (optional-to-emit) field is refused, because order
   and presence are what the grammar enforces.
 - Output is compact JSON (no free whitespace, so no whitespace runaway).
@@ -14,13 +14,17 @@ Invariants:
   integers, numbers, booleans, arrays, nullable unions, $ref). Anything else raises
   ``SchemaNotSupported`` before llama.cpp sees it, and every grammar is checked for undefined
   rules and unbalanced groups by ``check_grammar`` because llama.cpp crashes on a malformed one.
+- ``output_schema`` is the one place a Pydantic output model becomes a JSON schema and a
+  grammar, once per class: the runtime, both decoders, image findings, batches and the tests
+  all read the same derivation, so what is decoded, checked and validated cannot differ.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import cache
 
 from pydantic import BaseModel
 
@@ -137,10 +141,30 @@ def _raw(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-@lru_cache(maxsize=None)
+@dataclass(frozen=True)
+class OutputSchema:
+    """A Pydantic output model's JSON schema and its checked GBNF grammar (``output_schema``)."""
+
+    model: type[BaseModel]
+    json_schema: dict  # shared by every caller: read it, never change it
+    grammar: str
+
+    @property
+    def defs(self) -> dict:
+        return self.json_schema.get("$defs", {})
+
+
+@cache
+def output_schema(model: type[BaseModel]) -> OutputSchema:
+    """The JSON schema and grammar of ``model``, derived once per class. Raises
+    SchemaNotSupported (not cached) when the schema has no safe grammar."""
+    json_schema = model.model_json_schema()
+    return OutputSchema(model, json_schema, grammar_from_json_schema(json_schema, model.__name__))
+
+
 def grammar_for(schema: type[BaseModel]) -> str:
-    """The GBNF text for a Pydantic model; cached per class. Raises SchemaNotSupported."""
-    return grammar_from_json_schema(schema.model_json_schema(), schema.__name__)
+    """The GBNF text for a Pydantic model. Raises SchemaNotSupported."""
+    return output_schema(schema).grammar
 
 
 def grammar_from_json_schema(json_schema: dict, name: str = "root") -> str:
@@ -194,8 +218,14 @@ def check_grammar(text: str) -> None:
 
 def max_output_chars(schema: type[BaseModel]) -> int:
     """Longest output (in characters) the schema's grammar accepts."""
-    json_schema = schema.model_json_schema()
-    return output_chars(json_schema, json_schema.get("$defs", {}), longest=True)
+    derived = output_schema(schema)
+    return output_chars(derived.json_schema, derived.defs, longest=True)
+
+
+def min_output_chars(schema: type[BaseModel]) -> int:
+    """Shortest output (in characters) the schema's grammar accepts."""
+    derived = output_schema(schema)
+    return output_chars(derived.json_schema, derived.defs, longest=False)
 
 
 def output_chars(schema: dict, defs: dict, *, longest: bool) -> int:
@@ -232,8 +262,8 @@ def accepts(schema: type[BaseModel], text: str) -> bool:
         return False
     if json.dumps(data, ensure_ascii=False, separators=(",", ":")) != text:
         return False  # not compact, or keys out of declared order are caught below
-    json_schema = schema.model_json_schema()
-    return _accepts(data, json_schema, json_schema.get("$defs", {}))
+    derived = output_schema(schema)
+    return _accepts(data, derived.json_schema, derived.defs)
 
 
 def _accepts(value, schema: dict, defs: dict) -> bool:

@@ -13,6 +13,7 @@ Invariants:
   ``GenerationTruncated`` instead of returning half an object.
 - An image call (``appliance.llm.vision``) holds the same lock and leaves the KV cache empty,
   so the next text prompt never reuses cells that hold image embeddings.
+- This module sits above ``batch`` and ``vision``: they never import it.
 """
 
 from __future__ import annotations
@@ -22,53 +23,27 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError, SchemaNotSupported
+from appliance.llm import vision
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
+from appliance.llm.batch import BatchJob, BatchResult, BatchRunner
 from appliance.llm.context import DecoderBackend, PrefixCache
-from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_handles, sample_free, schema_json
-from appliance.llm.grammar import grammar_for
-from appliance.llm.prompt import START, Message, render_gemma
+from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_handles, sample_free
+from appliance.llm.grammar import output_schema
+from appliance.llm.logs import quiet_llama_logs
+from appliance.llm.prompt import Message, render_gemma, split_static
 from models.profiles import ModelProfile
 from models.projector import projector_problem
 from models.verify import verify_model_file
-
-if TYPE_CHECKING:
-    from appliance.llm.vision import ImageFindings
-
-_GGML_LOG_ERROR, _GGML_LOG_CONT = 4, 5  # ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
-_log_callback = None  # kept referenced: llama.cpp holds only the C pointer
-
-
-def _quiet_llama_logs(llama_cpp) -> None:
-    """Let only llama.cpp errors reach stderr.
-
-    llama-cpp-python 0.3.36 maps an older ggml level enum, so with ``verbose=False`` it still
-    prints warnings (such as the SWA-cache notice at every load) into the clinician's terminal.
-    """
-    global _log_callback
-    if _log_callback is None:
-        import sys
-
-        printing = [False]  # a CONT piece continues the previous message
-
-        @llama_cpp.llama_log_callback
-        def callback(level, text, user_data):
-            if level != _GGML_LOG_CONT:
-                printing[0] = level == _GGML_LOG_ERROR
-            if printing[0]:
-                sys.stderr.write(text.decode("utf-8", "replace"))
-
-        _log_callback = callback
-        llama_cpp.llama_log_set(_log_callback, None)
 
 
 def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
     """Open a verified GGUF with llama.cpp (imported here: it is heavy and optional for fakes)."""
     import llama_cpp
 
-    _quiet_llama_logs(llama_cpp)
+    quiet_llama_logs(llama_cpp)
     try:
         return llama_cpp.Llama(
             model_path=str(path),
@@ -86,8 +61,10 @@ class LlamaModel:
 
     def __init__(
         self, profile: ModelProfile, path: Path, *, sha256: str | None = None, n_threads: int | None = None,
-        decoder: str = "fast", snapshot_bytes: int = 256 << 20,
+        models_dir: Path | None = None, decoder: str = "fast", snapshot_bytes: int = 256 << 20,
     ):
+        """``models_dir`` is where the profile's vision projector is looked for (default: the
+        model file's folder)."""
         hint = (
             "Place the operator-supplied GGUF there or set APPLIANCE_MODEL_PATH."
             if profile.operator_placed
@@ -97,6 +74,7 @@ class LlamaModel:
         self.profile = profile
         self.profile_name = profile.name
         self.path = path
+        self.models_dir = models_dir if models_dir is not None else path.parent
         self._lock = threading.Lock()
         self._grammars: dict[type, object] = {}
         self.last_stats: CallStats | None = None
@@ -127,7 +105,7 @@ class LlamaModel:
         if cached is None:
             from llama_cpp import LlamaGrammar
 
-            cached = LlamaGrammar.from_string(grammar_for(schema), verbose=False)
+            cached = LlamaGrammar.from_string(output_schema(schema).grammar, verbose=False)
             self._grammars[schema] = cached
         return cached
 
@@ -142,7 +120,7 @@ class LlamaModel:
     ) -> T:
         # Whatever the decoder, a schema must have a safe grammar (the language both decoders
         # produce); anything else is refused here with SchemaNotSupported, before any decoding.
-        grammar_for(schema)
+        output_schema(schema)
         mode = decoder or self.decoder
         if mode == "fast":
             if fast_handles(schema):
@@ -154,7 +132,7 @@ class LlamaModel:
     def _constrained_fast(self, node, messages, schema: type[T], temperature: float, max_tokens: int,
                           cancel: threading.Event | None = None) -> T:
         static, dynamic = split_static(messages)
-        json_schema = schema_json(schema)
+        derived = output_schema(schema)
         started = time.perf_counter()
         with self._lock:
             table = self.table
@@ -162,13 +140,13 @@ class LlamaModel:
             prefill = self.cache.prime(static, dynamic, reserve=max_tokens)
             dec = SchemaDecoder(self._backend, table, temperature, budget=max_tokens, cancel=cancel)
             try:
-                dec.value(json_schema, json_schema.get("$defs", {}))
+                text = dec.decode(derived)
             except BudgetExceeded:
                 raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}") from None
             except Cancelled:
                 raise GenerationCancelled(f"{node}: cancelled") from None
             eval_seconds = self.cache.eval_seconds - eval_before
-        text = self.last_text = "".join(dec.out)
+        self.last_text = text
         generated = dec.stats.fed_tokens + dec.stats.sampled_tokens
         self.last_stats = CallStats(
             node=node, prompt_tokens=prefill.prompt_tokens, completion_tokens=generated,
@@ -212,7 +190,7 @@ class LlamaModel:
         """Why images cannot be analysed with this model, or None when they can."""
         if self._vision is not None and self._vision.failed:
             return self._vision.failed
-        return projector_problem(self.profile)
+        return projector_problem(self.profile, self.models_dir)
 
     @property
     def vision_available(self) -> bool:
@@ -221,11 +199,9 @@ class LlamaModel:
         return self.vision_problem is None
 
     def analyze_image(self, image_path: str | Path, question: str, *,
-                      cancel: threading.Event | None = None) -> ImageFindings:
+                      cancel: threading.Event | None = None) -> vision.ImageFindings:
         """Structured findings of one PNG/JPEG, decoded by the fast decoder after the image
         prefill (T=0.3, 512 tokens). The text prefix cache starts afresh afterwards."""
-        from appliance.llm import vision
-
         problem = self.vision_problem
         if problem is not None:
             raise vision.VisionUnavailable(f"image analysis is unavailable: {problem}")
@@ -235,7 +211,7 @@ class LlamaModel:
         started = time.perf_counter()
         with self._lock:
             if self._vision is None:
-                self._vision = vision.VisionRuntime(self._llm, self.profile.mmproj_path())
+                self._vision = vision.VisionRuntime(self._llm, self.profile.mmproj_path(self.models_dir))
             table = self.table
             eval_before = self.cache.eval_seconds
             try:
@@ -260,14 +236,13 @@ class LlamaModel:
         )
         return parse_constrained(text, vision.ImageFindings)
 
-    def generate_constrained_batch(self, jobs, *, parallel: int = 16, n_ctx_per_seq: int = 1024, seed: int = 0):
+    def generate_constrained_batch(self, jobs: Sequence[BatchJob], *, parallel: int = 16, n_ctx_per_seq: int = 1024,
+                                   seed: int = 0) -> list[BatchResult]:
         """Independent constrained calls decoded side by side (``appliance.llm.batch``): a
         list of ``BatchResult`` in the jobs' order, each with its text and validated value or
         its error. Every schema must have a safe grammar and be one the fast decoder handles."""
-        from appliance.llm.batch import BatchRunner
-
         for schema in {job.schema for job in jobs}:
-            grammar_for(schema)
+            output_schema(schema)
             if not fast_handles(schema):
                 raise SchemaNotSupported(f"{schema.__name__}: batch decoding needs a fast-decoder schema")
         with self._lock:
@@ -324,16 +299,3 @@ class LlamaModel:
         if finish == "cancelled":
             raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces")
         return "".join(pieces)
-
-
-def split_static(messages: Sequence[Message]) -> tuple[str, str]:
-    """(static prefix, dynamic rest) of the rendered prompt: the prefix is the first turn's
-    opening and the system text, which a node keeps fixed from call to call."""
-    rendered = render_gemma(messages)
-    system = "\n\n".join(m.content for m in messages if m.role == "system")
-    if not system:
-        return "", rendered
-    static = f"{START}user\n{system}\n\n"
-    if not rendered.startswith(static):  # a system text with no user text after it
-        return "", rendered
-    return static, rendered[len(static):]

@@ -35,3 +35,16 @@ def render_gemma(messages: Sequence[Message]) -> str:
         out.append(f"{START}{role}\n{content}{END}\n")
     out.append(f"{START}model\n")
     return "".join(out)
+
+
+def split_static(messages: Sequence[Message]) -> tuple[str, str]:
+    """(static prefix, dynamic rest) of the rendered prompt: the prefix is the first turn's
+    opening and the system text, which a node keeps fixed from call to call."""
+    rendered = render_gemma(messages)
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    if not system:
+        return "", rendered
+    static = f"{START}user\n{system}\n\n"
+    if not rendered.startswith(static):  # a system text with no user text after it
+        return "", rendered
+    return static, rendered[len(static):]

@@ -27,7 +27,7 @@ Not exercised on the development machine: no vision projector file exists there,
 projector round trip (mtmd init, image encoding, findings from MedGemma) has never run in
 this project's tests; the chunk loop is tested against a stand-in for ``mtmd_cpp``.
 
-``ImageFindings.confidence`` is "low" | "moderate" | "high" rather than seed 002 §5's float
+``ImageFindings.confidence`` is "low" | "moderate" | "high" (docs/design.md §14) rather than a float
 0-1: the fast decoder (and a 4B model) handles no numbers, and a word is what a clinician
 reads anyway.
 """
@@ -44,10 +44,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from appliance.errors import ApplianceError, GenerationError, ModelFileError
 from appliance.llm.fast import Cancelled, DecodeStats, SchemaDecoder, TokenTable
+from appliance.llm.grammar import output_schema
+from appliance.llm.logs import quiet_mtmd_logs
 from appliance.llm.prompt import Message, render_gemma
 
 NODE = "IMAGE_ANALYSIS"
-TEMPERATURE = 0.3  # seed 002 §7, INPUT_ASSEMBLY (image)
+TEMPERATURE = 0.3  # docs/design.md §7, INPUT_ASSEMBLY (image)
 MAX_TOKENS = 512
 MAX_IMAGE_BYTES = 50 << 20  # the terminal's attach limit
 MAX_SIDE = 16384
@@ -74,7 +76,7 @@ class ImageFileError(VisionError):
 
 
 class ImageFindings(BaseModel):
-    """Structured findings of one image (seed 002 §4 node 1 step 3)."""
+    """Structured findings of one image (docs/design.md §4.1, §6)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -191,7 +193,7 @@ class VisionRuntime:
             raise VisionUnavailable(f"image analysis is unavailable: {exc}") from None
         try:
             mtmd, lib = self._libs()
-            _quiet_mtmd_logs(mtmd)
+            quiet_mtmd_logs(mtmd)
             params = mtmd.mtmd_context_params_default()
             params.use_gpu = True  # as llama-cpp-python does; a CPU build ignores it
             params.print_timings = False
@@ -287,27 +289,5 @@ class VisionRuntime:
         marker = mtmd.mtmd_default_marker().decode("utf-8")
         prompt = render_gemma(image_messages(question, marker))
         prompt_tokens = self.prefill(prompt, image, reserve=MAX_TOKENS, eval_tokens=eval_tokens, cancel=cancel)
-        schema = _findings_schema()
         dec = SchemaDecoder(backend, table, TEMPERATURE, budget=MAX_TOKENS, cancel=cancel)
-        dec.value(schema, schema.get("$defs", {}))
-        return "".join(dec.out), prompt_tokens, dec.stats
-
-
-_SCHEMA: dict | None = None
-
-
-def _findings_schema() -> dict:
-    global _SCHEMA
-    if _SCHEMA is None:
-        _SCHEMA = ImageFindings.model_json_schema()
-    return _SCHEMA
-
-
-def _quiet_mtmd_logs(mtmd) -> None:
-    """Route mtmd's logs through the runtime's callback (errors only), as llama.cpp's are."""
-    from appliance.llm import llama as runtime
-
-    callback = runtime._log_callback  # set when the model was loaded
-    if callback is not None:
-        mtmd.mtmd_log_set(callback, None)
-        mtmd.mtmd_helper_log_set(callback, None)
+        return dec.decode(output_schema(ImageFindings)), prompt_tokens, dec.stats

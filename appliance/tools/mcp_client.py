@@ -24,7 +24,7 @@ import threading
 from typing import Any
 from urllib.parse import quote
 
-from appliance.locations import PROJECT_ROOT, logs_dir
+from common.locations import PROJECT_ROOT, logs_dir
 from appliance.tools.base import ToolOutcome
 from mcp_servers.contracts import TOOL_SERVERS, parse_tool_error
 

@@ -1,4 +1,4 @@
-"""ERROR_HANDLER's deterministic rules as a table (seed 002 §9 ask_user and skip rows, §15)."""
+"""ERROR_HANDLER's deterministic rules as a table (docs/design.md §9.2 ask and skip rows, §15)."""
 
 from __future__ import annotations
 

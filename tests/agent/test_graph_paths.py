@@ -1,4 +1,4 @@
-"""The graph with a scripted model: exact node paths per seed 002 path, and the §15
+"""The graph with a scripted model: exact node paths (docs/design.md §2), and the §15
 regression rows (no up-front plan, no LLM sufficiency or ask_user call, no leaked tool
 names, no empty answer)."""
 
@@ -185,7 +185,7 @@ def test_ask_user_on_missing_patient_id():
 
 
 @pytest.mark.parametrize("query,unsaid", [
-    ("Prescribe metformin 500mg for abc-123", "frequency"),  # seed 002 §15's wording: no frequency given
+    ("Prescribe metformin 500mg for abc-123", "frequency"),  # docs/design.md §15's wording: no frequency given
     ("Prescribe metformin for abc-123 twice daily", "dosage"),
     ("Start something for abc-123: 500 mg twice daily", "medication name"),
 ])
@@ -351,7 +351,7 @@ def test_trace_has_one_event_per_node_with_labels_and_timings():
 
 
 def test_every_node_call_uses_seed_002_section_7_settings():
-    # (node, schema) -> (temperature, max_tokens) as seed 002 §7 gives them; a dictated
+    # (node, schema) -> (temperature, max_tokens) as docs/design.md §7 gives them; a dictated
     # clinical note is the one documented exception (never cut: its schema's longest output).
     from appliance.agent.nodes.common import token_budget
     from mcp_servers.contracts import ARG_SCHEMAS

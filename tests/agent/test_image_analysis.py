@@ -12,6 +12,7 @@ from appliance.agent.graph import Agent
 from appliance.agent.nodes.input_assembly import IMAGE_UNAVAILABLE
 from appliance.config import Settings
 from appliance.errors import ConstrainedOutputInvalid, GenerationCancelled
+from appliance.llm.base import VisionModel
 from appliance.llm.fake import ScriptedModel
 from appliance.llm.vision import VisionUnavailable
 from appliance.tools.scripted import ScriptedToolBox
@@ -98,3 +99,26 @@ def test_a_cancel_during_the_image_call_ends_the_turn(image):
     agent = Agent(model, ScriptedToolBox({}, fallback=None, drug_names=[]), Settings())
     with pytest.raises(GenerationCancelled):
         agent.run_turn("What do you see?", image_path=image, cancel=cancel)
+
+
+class TextOnly:
+    """A language model with no image capability at all (not a VisionModel)."""
+
+    def __init__(self, scripted: ScriptedModel):
+        self.scripted, self.profile_name, self.last_stats = scripted, "text-only", None
+
+    def generate_constrained(self, *args, **kwargs):
+        return self.scripted.generate_constrained(*args, **kwargs)
+
+    def generate_free(self, *args, **kwargs):
+        return self.scripted.generate_free(*args, **kwargs)
+
+
+def test_vision_is_a_typed_capability(image):
+    scripted = ScriptedModel({IC: [DIRECT], SY: ["The image could not be analysed."]}, vision=False)
+    assert isinstance(scripted, VisionModel)  # LlamaModel's check is in tests/llm/test_vision.py
+    assert not isinstance(TextOnly(scripted), VisionModel)
+    agent = Agent(TextOnly(scripted), ScriptedToolBox({}, fallback=None, drug_names=[]), Settings())
+    result = agent.run_turn("What do you see?", image_path=image)
+    assert result.trace[0].output["image_analysis"] == "unavailable"
+    assert IMAGE_UNAVAILABLE in synthesis_prompt(scripted)

@@ -1,4 +1,4 @@
-"""DETERMINISTIC_ROUTER as a table: seed 002 §9 loop termination and ask_user rows, §11
+"""DETERMINISTIC_ROUTER as a table: docs/design.md §9.1 rules and §11 termination and
 task patterns, and the §15 router unit rows."""
 
 from __future__ import annotations

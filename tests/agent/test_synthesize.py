@@ -41,3 +41,51 @@ def test_a_finished_answer_is_left_whole():
     update, output = run(state("What is hypertension?", quality=None), model)
     assert update["final_response"] == "Hypertension is raised blood pressure, treated by"
     assert output["cut_at_token_limit"] is False
+
+
+# -- the answer guard ------------------------------------------------------------------------
+from appliance.agent.nodes.synthesize import SYSTEM_PROMPT, answer_problem  # noqa: E402
+from appliance.agent.state import ToolResult  # noqa: E402
+
+SAFETY = ToolResult("check_drug_safety", "Drug Safety Report", {"drug_name": "amiodarone"},
+                    {"boxed_warning": "pulmonary toxicity"},
+                    "[Drug Safety Report] amiodarone: boxed warning for pulmonary toxicity, hepatic injury "
+                    "and worsened arrhythmia.")
+
+
+@pytest.mark.parametrize("answer, results, problem", [
+    ("", (), "empty"),
+    (SYSTEM_PROMPT.split("\n")[0], (), "repeated the instructions"),
+    ("Clinician's question: Check FDA warnings for amiodarone. Clinical context: Safety lookup.", (SAFETY,),
+     "repeated the instructions"),
+    ("- If information was unavailable, say so plainly and do not speculate or fill the gap", (),
+     "repeated the instructions"),
+    ("The weather is pleasant and the garden is green.", (SAFETY,), "used none of the findings"),
+    ("Amiodarone carries a boxed warning for pulmonary toxicity.", (SAFETY,), None),
+    ("Hypertension is persistently raised arterial pressure.", (), None),  # nothing was looked up
+])
+def test_the_answer_guard(answer, results, problem):
+    assert answer_problem(answer, state("Check FDA warnings for amiodarone", results=results)) == problem
+
+
+def test_an_echoed_prompt_falls_back_to_the_findings_and_the_trace_says_why():
+    echo = "Information found:\n[Drug Safety Report] Include only the most critical findings."
+    model = ScriptedModel({"SYNTHESIZE": [echo]})
+    update, output = run(state("Check FDA warnings for amiodarone", results=(SAFETY,)), model)
+    assert update["final_response"].startswith("Here is what was found:")
+    assert "pulmonary toxicity" in update["final_response"]
+    assert output["fallback_used"] is True and output["fallback_reason"] == "repeated the instructions"
+
+
+def test_an_answer_about_something_else_falls_back_to_the_findings():
+    model = ScriptedModel({"SYNTHESIZE": ["Metformin is first-line therapy for type 2 diabetes."]})
+    update, output = run(state("Check FDA warnings for amiodarone", results=(SAFETY,)), model)
+    assert "pulmonary toxicity" in update["final_response"]
+    assert output["fallback_reason"] == "used none of the findings"
+
+
+def test_a_grounded_answer_is_kept():
+    model = ScriptedModel({"SYNTHESIZE": ["Amiodarone: boxed warning for pulmonary toxicity and hepatic injury."]})
+    update, output = run(state("Check FDA warnings for amiodarone", results=(SAFETY,)), model)
+    assert update["final_response"] == "Amiodarone: boxed warning for pulmonary toxicity and hepatic injury."
+    assert output["fallback_used"] is False and output["fallback_reason"] is None

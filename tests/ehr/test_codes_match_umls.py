@@ -8,7 +8,8 @@ from collections import defaultdict
 import pytest
 
 from ehr_db.codes import LOINC_TESTS, RXNORM_INGREDIENTS, SNOMED_CONDITIONS
-from mcp_servers.umls_store import norm, read_starter
+from mcp_servers.umls_schema import norm
+from mcp_servers.umls_store import read_starter
 
 CONCEPTS = read_starter()
 # Catalog names the starter subset does not hold yet (no CUI could be confirmed; see

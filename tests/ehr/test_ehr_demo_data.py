@@ -1,4 +1,4 @@
-"""The shipped demo patients: synthetic, complete for the seed scenarios, and coded correctly."""
+"""The shipped demo patients: synthetic, complete for the scenarios (docs/design.md §15), and coded correctly."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from sqlite_utils import Database
 
-from ehr_db.db import connect
+from common.sqlite import MIGRATIONS_TABLE, connect
 from ehr_db.migrations import MIGRATIONS, applied_migrations, migrate
 
 EXPECTED_COLUMNS = {
@@ -36,7 +36,7 @@ def blank(tmp_path):
 def test_migrate_blank_database_creates_schema(blank: Database):
     applied = migrate(blank)
     assert applied == [fn.__name__ for fn in MIGRATIONS]
-    assert set(EXPECTED_COLUMNS) | {"_migrations"} <= set(blank.table_names())
+    assert set(EXPECTED_COLUMNS) | {MIGRATIONS_TABLE} <= set(blank.table_names())
     for table, columns in EXPECTED_COLUMNS.items():
         assert columns <= set(blank[table].columns_dict), table
     assert blank["patients"].pks == ["id"]
@@ -46,11 +46,27 @@ def test_migrate_blank_database_creates_schema(blank: Database):
 def test_migrate_twice_is_a_no_op(blank: Database):
     migrate(blank)
     schema = blank.schema
-    recorded = list(blank.query("SELECT * FROM _migrations"))
+    recorded = list(blank[MIGRATIONS_TABLE].rows)
     assert migrate(blank) == []
     assert blank.schema == schema
-    assert list(blank.query("SELECT * FROM _migrations")) == recorded
+    assert list(blank[MIGRATIONS_TABLE].rows) == recorded
     assert applied_migrations(blank) == [fn.__name__ for fn in MIGRATIONS]
+
+
+def test_a_database_made_before_common_sqlite_keeps_its_migrations(tmp_path):
+    # The EHR's legacy record format: _migrations (name PRIMARY KEY, applied_at TEXT NOT NULL).
+    old = Database(sqlite3.connect(tmp_path / "old.sqlite"))
+    old.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for fn in MIGRATIONS[:2]:
+        fn(old)
+        old.execute("INSERT INTO _migrations VALUES (?, ?)", [fn.__name__, "2026-01-02T03:04:05+00:00"])
+    old.close()
+    db = connect(tmp_path / "old.sqlite")
+    assert migrate(db) == [fn.__name__ for fn in MIGRATIONS[2:]]
+    assert applied_migrations(db) == [fn.__name__ for fn in MIGRATIONS]
+    assert "_migrations" not in db.table_names()
+    assert [r["applied_at"] for r in db[MIGRATIONS_TABLE].rows][:2] == ["2026-01-02T03:04:05+00:00"] * 2
+    db.close()
 
 
 def test_migration_names_are_unique_and_ordered():

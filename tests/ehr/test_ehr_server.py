@@ -97,12 +97,14 @@ def test_prescribe_medication(server, ehr_path, monkeypatch):
     assert audit_rows(ehr_path)[-1]["actor"] == "dr.house"
 
 
-def test_default_author(server, ehr_path, monkeypatch):
+def test_default_author_is_the_operator_not_the_program(server, ehr_path, monkeypatch):
+    import getpass
+
     monkeypatch.delenv("APPLIANCE_USER", raising=False)
     result = call(server, "add_allergy", {"patient_id": "pat-001", "substance": "Latex",
                                           "reaction": "Hives", "severity": None})
-    assert result["author"] == "appliance"
-    assert audit_rows(ehr_path)[-1]["actor"] == "appliance"
+    assert result["author"] == getpass.getuser() != "appliance"
+    assert audit_rows(ehr_path)[-1]["actor"] == getpass.getuser()
 
 
 def test_save_clinical_note(server):
@@ -172,11 +174,19 @@ def test_missing_database_is_service_unavailable(tmp_path):
     assert not (tmp_path / "absent.sqlite").exists()
 
 
-def test_default_path_comes_from_appliance_home(appliance_home):
+def test_the_launcher_defaults_to_the_data_home(appliance_home, monkeypatch):
     from ehr_db.setup import ensure_database
-    from appliance.locations import ehr_db_path
 
-    ensure_database(ehr_db_path())
+    ensure_database(appliance_home / "ehr.sqlite")
+    monkeypatch.setattr(ehr.mcp, "run", lambda **kwargs: None)  # parse and configure, serve nothing
+    try:
+        assert ehr.main([]) == 0
+        assert call(ehr.mcp, "search_patient", {"name": "John Smith"})["matches"][0]["patient_id"] == "abc-123"
+    finally:
+        ehr.configure(None)
+
+
+def test_a_server_given_no_database_is_unavailable():
     ehr.configure(None)
-    assert call(ehr.mcp, "search_patient", {"name": "John Smith"})["matches"][0]["patient_id"] == "abc-123"
-    ehr.configure(None)
+    kind, _ = call_error(ehr.mcp, "search_patient", {"name": "x"})
+    assert kind == "service_unavailable"

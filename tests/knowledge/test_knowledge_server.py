@@ -253,3 +253,14 @@ def test_missing_database_is_built_on_first_call(tmp_path):
         assert error is None and result["has_boxed_warning"] is True
     finally:
         knowledge.configure(None)
+
+
+def test_the_launcher_defaults_to_the_data_home(appliance_home, monkeypatch):
+    monkeypatch.setattr(knowledge.mcp, "run", lambda **kwargs: None)  # parse and configure, serve nothing
+    try:
+        assert knowledge.main([]) == 0
+        result, error = call("check_drug_safety", {"drug_name": "warfarin"})
+    finally:
+        knowledge.configure(None)
+    assert error is None and result["has_boxed_warning"] is True
+    assert (appliance_home / "knowledge.sqlite").exists()

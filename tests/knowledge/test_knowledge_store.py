@@ -6,6 +6,7 @@ import json
 import re
 import sqlite3
 
+from common.sqlite import MIGRATIONS_TABLE, applied_migrations
 from mcp_servers import knowledge_store as store
 from mcp_servers.knowledge_store import connect, ensure_database, lookup_keys, name_key, strip_salt
 
@@ -38,7 +39,7 @@ def test_blank_database_migrates_to_expected_schema(tmp_path):
     assert store.migrate(db) == ["m001_initial"]
     assert store.migrate(db) == []
     tables = set(db.table_names())
-    assert {"drugs", "drug_names", "interactions", "articles", "trials", "meta", "_migrations"} <= tables
+    assert {"drugs", "drug_names", "interactions", "articles", "trials", "meta", MIGRATIONS_TABLE} <= tables
     assert {"articles_fts", "trials_fts"} <= tables
     assert set(db["interactions"].pks) == {"drug_a", "drug_b"}
     assert db["trials"].columns_dict.keys() >= {"eligibility_criteria", "minimum_age", "maximum_age", "sex", "demo", "locations"}
@@ -117,3 +118,21 @@ def test_name_normalisation():
     assert lookup_keys("Metformin HCl 500 mg tablets") == ["metformin hcl 500 mg tablets", "metformin hcl", "metformin"]
     assert store.display_name("TOPROL-XL") == "Toprol-XL"
     assert store.display_name("MOTRIN IB") == "Motrin IB"
+
+
+def test_a_database_made_before_common_sqlite_is_not_migrated_again(tmp_path):
+    # The legacy record format of the rebuildable stores: _migrations (name PRIMARY KEY, applied_at TEXT).
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    old.execute("INSERT INTO _migrations VALUES ('m001_initial', '2026-01-02T03:04:05+00:00')")
+    old.commit()
+    old.close()
+    db = connect(path)
+    store.m001_initial(db)  # the schema that record stands for
+    db.close()
+    ensure_database(path)
+    db = connect(path, read_only=True)
+    assert applied_migrations(db, store.STORE) == ["m001_initial"]
+    assert "_migrations" not in db.table_names()
+    assert db["drugs"].count >= 30

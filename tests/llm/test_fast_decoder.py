@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable, fast_supported
-from appliance.llm.grammar import accepts
+from appliance.llm.grammar import accepts, output_schema
 
 # A character-level vocabulary plus a few multi-character pieces.
 PIECES = ['{', '}', '"', ',', ':', '[', ']', 'a', 'b', 'c', ' ', '\n', 'null', 'ab', 'c"', '",', '\\', 'x'] + \
@@ -66,9 +66,7 @@ class Small(BaseModel):
 
 def decode(schema, backend, temperature=0.0, budget=None) -> str:
     dec = SchemaDecoder(backend, table(), temperature, budget=budget)
-    js = schema.model_json_schema()
-    dec.value(js, js.get("$defs", {}))
-    return "".join(dec.out)
+    return dec.decode(output_schema(schema))
 
 
 def test_choices_strings_and_nulls_follow_the_logits():
@@ -113,8 +111,7 @@ def test_a_model_that_closes_at_once_decided_without_sampling_a_token():
     # The closing quote is fed as scaffolding, so no token counts as sampled, but the model was
     # asked and chose to close: that is a model step. The property test counts steps.
     dec = SchemaDecoder(ScriptedBackend(['"']), table(), 0.0)
-    dec.value(Note.model_json_schema(), {})
-    assert "".join(dec.out) == '{"text":""}'
+    assert dec.decode(output_schema(Note)) == '{"text":""}'
     assert dec.stats.sampled_tokens == 0 and dec.stats.model_steps == 1
 
 
@@ -122,8 +119,7 @@ def test_at_the_floor_budget_nothing_is_left_to_decide():
     backend = ScriptedBackend([], favourite="a")
     floor = len(backend.tokenize('{"text":""}'))
     dec = SchemaDecoder(backend, table(), 0.0, budget=floor)
-    dec.value(Note.model_json_schema(), {})
-    assert "".join(dec.out) == '{"text":""}' and dec.stats.model_steps == 0
+    assert dec.decode(output_schema(Note)) == '{"text":""}' and dec.stats.model_steps == 0
 
 
 class Arr(BaseModel):
@@ -146,9 +142,7 @@ def test_a_budget_shorter_than_the_longest_output_still_ends_in_a_whole_object(s
     for budget in range(floor, floor + 30):
         backend = ScriptedBackend([], favourite="a")
         dec = SchemaDecoder(backend, table(), 0.0, budget=budget)
-        js = schema.model_json_schema()
-        dec.value(js, js.get("$defs", {}))
-        text = "".join(dec.out)
+        text = dec.decode(output_schema(schema))
         assert accepts(schema, text), (budget, text)
         assert len(backend.fed) + len(backend.tokenize(dec.pending)) <= budget
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification
 from appliance.errors import SchemaNotSupported
-from appliance.llm.grammar import check_grammar, grammar_for, max_output_chars
+from appliance.llm.grammar import check_grammar, grammar_for, max_output_chars, output_schema
 from mcp_servers.contracts import ARG_SCHEMAS
 
 ALL = list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values())
@@ -84,3 +84,22 @@ def test_max_output_chars_bounds_the_longest_valid_object():
 
     longest = {"kind": "bbbb", "text": "x" * 5, "maybe": "y" * 3}
     assert max_output_chars(Small) == len(json.dumps(longest, separators=(",", ":")))
+
+
+def test_each_schema_is_derived_once_and_shared(monkeypatch):
+    class Once(BaseModel):
+        text: str = Field(max_length=5)
+
+    calls = []
+    original = Once.model_json_schema
+    monkeypatch.setattr(Once, "model_json_schema", lambda *a, **k: calls.append(1) or original(*a, **k))
+    derived = output_schema(Once)
+    assert output_schema(Once) is derived and grammar_for(Once) == derived.grammar
+    assert max_output_chars(Once) == len('{"text":""}') + 5
+    assert calls == [1] and list(derived.json_schema["properties"]) == ["text"]
+
+
+def test_an_unsafe_schema_is_refused_every_time():
+    for _ in range(2):
+        with pytest.raises(SchemaNotSupported, match="defaults"):
+            output_schema(Defaulted)

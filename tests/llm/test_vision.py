@@ -17,8 +17,9 @@ import pytest
 
 from appliance.errors import GenerationCancelled, GenerationError, GenerationTruncated, ModelFileError
 from appliance.llm import vision
-from appliance.llm.fast import BudgetExceeded, DecodeStats, fast_supported
-from appliance.llm.grammar import grammar_for
+from appliance.llm.base import VisionModel
+from appliance.llm.fast import BudgetExceeded, DecodeStats, fast_handles
+from appliance.llm.grammar import output_schema
 from appliance.llm.llama import LlamaModel
 from appliance.llm.vision import ImageFileError, ImageFindings, VisionRuntime, VisionUnavailable, read_image
 from models import projector
@@ -30,10 +31,9 @@ FINDINGS = '{"modality":"chest X-ray","findings":["No focal consolidation."],"co
 
 
 @pytest.fixture
-def models_dir(tmp_path, monkeypatch):
+def models_dir(tmp_path):
     folder = tmp_path / "models"
     folder.mkdir()
-    monkeypatch.setattr("models.profiles.models_dir", lambda: folder)
     return folder
 
 
@@ -74,16 +74,17 @@ def test_arrays_are_skipped_and_a_huge_array_is_refused(tmp_path):
 
 
 # -- vision_available per profile --------------------------------------------------------
-def shell(profile_name: str) -> LlamaModel:
+def shell(profile_name: str, models_dir) -> LlamaModel:
     """A LlamaModel without llama.cpp behind it: enough for the vision checks."""
     model = LlamaModel.__new__(LlamaModel)
-    model.profile, model._vision = get_profile(profile_name), None
+    model.profile, model.models_dir, model._vision = get_profile(profile_name), models_dir, None
     return model
 
 
 def test_the_default_profile_has_no_vision(models_dir):
     clip_gguf(models_dir / "mmproj-medgemma-1.5-4b-it-F16.gguf")  # even with another profile's file present
-    model = shell("gemma3-270m")
+    model = shell("gemma3-270m", models_dir)
+    assert isinstance(model, VisionModel)  # the capability is typed; availability is per profile
     assert model.vision_available is False
     assert "has no vision projector" in model.vision_problem
     with pytest.raises(VisionUnavailable, match="has no vision projector"):
@@ -91,7 +92,7 @@ def test_the_default_profile_has_no_vision(models_dir):
 
 
 def test_the_production_profile_has_vision_only_with_a_real_projector_in_place(models_dir):
-    model = shell("medgemma-1.5-4b-it")
+    model = shell("medgemma-1.5-4b-it", models_dir)
     path = models_dir / "mmproj-medgemma-1.5-4b-it-F16.gguf"
     assert not model.vision_available and "not found" in model.vision_problem
     path.write_bytes(b"not a gguf at all")
@@ -140,8 +141,8 @@ def test_missing_oversized_and_unreadable_files(tmp_path, monkeypatch):
 
 
 def test_the_findings_schema_suits_both_decoders():
-    schema = ImageFindings.model_json_schema()
-    assert fast_supported(schema) and grammar_for(ImageFindings)
+    schema = output_schema(ImageFindings).json_schema
+    assert fast_handles(ImageFindings) and output_schema(ImageFindings).grammar
     assert list(schema["properties"]) == ["modality", "findings", "confidence"]
     assert schema["properties"]["findings"]["maxItems"] == 6
     assert vision.TEMPERATURE == 0.3 and vision.MAX_TOKENS == 512
@@ -304,7 +305,7 @@ class FakeRuntime:
 
 def vision_shell(models_dir, outcome) -> LlamaModel:
     clip_gguf(models_dir / "mmproj-medgemma-1.5-4b-it-F16.gguf")
-    model = shell("medgemma-1.5-4b-it")
+    model = shell("medgemma-1.5-4b-it", models_dir)
     model._lock, model._llm, model._table = threading.Lock(), FakeLlama(), object()
     model.cache, model._backend = SimpleNamespace(eval_seconds=0.0, eval=None), None
     model._vision = FakeRuntime(outcome)

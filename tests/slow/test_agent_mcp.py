@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from appliance import locations
+from common import locations
 from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel

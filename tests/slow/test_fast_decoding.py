@@ -1,17 +1,17 @@
 """The fast decoder and prefix reuse on the real small model.
 
-The property test decodes APPLIANCE_PROPERTY_SAMPLES varied prompts per schema (default 500;
-15 schemas) with the node's own token limit (every fifth sample a tighter one, to exercise
-early closing), half greedy and half sampled at T=0.7, and checks that every output is one the
-schema's grammar accepts and that Pydantic validates. The calls are decoded side by side in
-llama.cpp batches (``LlamaModel.generate_constrained_batch``: the same decoder walk per call),
-which is what fits 7,500 calls into CI's budget on two cores; a smaller run goes through the
-single-call path that the agent uses. ``appliance bench`` is where performance figures live.
+The property test decodes ``--decode-samples N`` varied prompts per schema (15 schemas; the
+default is in tests/conftest.py, the full run is 500) with the node's own token limit (every
+fifth sample a tighter one, to exercise early closing), half greedy and half sampled at T=0.7,
+and checks that every output is one the schema's grammar accepts and that Pydantic validates.
+The calls are decoded side by side in llama.cpp batches (``LlamaModel.generate_constrained_batch``:
+the same decoder walk per call), which is what fits the full run's 7,500 calls into about 22
+minutes on two cores; a smaller run goes through the single-call path that the agent uses.
+``appliance bench`` is where performance figures live.
 """
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
@@ -20,16 +20,16 @@ from appliance.agent.nodes import error_handler, intent_classify, result_classif
 from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification, NextToolSelection, ResultAssessment, RetryStrategy, ToolSelection
 from appliance.agent.nodes.common import token_budget
 from appliance.llm.batch import BatchJob
-from appliance.llm.grammar import accepts, output_chars
+from appliance.llm.grammar import accepts, min_output_chars
 from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message
+from common.locations import models_dir
 from mcp_servers.contracts import ARG_SCHEMAS
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
 
-SAMPLES = int(os.environ.get("APPLIANCE_PROPERTY_SAMPLES", "500"))
 SCHEMAS = list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values())
-# Each schema's token limit in the agent (seed 002 §7; the property run gives the dictated
+# Each schema's token limit in the agent (docs/design.md §7; the property run gives the dictated
 # note the same 128 as the other argument calls: its longer agent limit is the same code path).
 NODE_BUDGETS = {IntentClassification: intent_classify.MAX_TOKENS, ToolSelection: tool_select.STAGE1_MAX_TOKENS,
                 NextToolSelection: tool_select.STAGE1_MAX_TOKENS, ResultAssessment: result_classify.MAX_TOKENS,
@@ -51,7 +51,7 @@ CONTEXTS = ["", "\n\n[Drug Safety Report]\nboxed_warning: torsade de pointes", "
 
 @pytest.fixture(scope="module")
 def model() -> LlamaModel:
-    return LlamaModel(get_profile("gemma3-270m"), assemble_default_model(), n_threads=2)
+    return LlamaModel(get_profile("gemma3-270m"), assemble_default_model(models_dir()), n_threads=2)
 
 
 def budget_for(schema) -> int:
@@ -59,8 +59,7 @@ def budget_for(schema) -> int:
 
 
 def jobs_for(schema, n: int, rng: random.Random) -> list[BatchJob]:
-    js = schema.model_json_schema()
-    floor = output_chars(js, js.get("$defs", {}), longest=False)
+    floor = min_output_chars(schema)
     jobs = []
     for i in range(n):
         text = f"{rng.choice(VERBS)} {rng.choice(OBJECTS)}{rng.choice(CONTEXTS)}"
@@ -73,16 +72,24 @@ def jobs_for(schema, n: int, rng: random.Random) -> list[BatchJob]:
     return jobs
 
 
-def _hang_guard() -> float:
+def _hang_guard(samples: int) -> float:
     """Seconds before the batched property run counts as hung: 0.5 s a call, several times what
     two cores need when 16 calls share each llama.cpp step."""
-    return 120 + SAMPLES * len(SCHEMAS) * 0.5
+    return 120 + samples * len(SCHEMAS) * 0.5
 
 
-@pytest.mark.timeout(_hang_guard())
-def test_every_fast_output_is_in_the_grammar_language(model):
+def pytest_generate_tests(metafunc):
+    # ``samples`` comes from --decode-samples; the hang guard scales with it. Six or more per
+    # schema give both temperatures at both the node's limit and a tighter one (see jobs_for).
+    if "samples" in metafunc.fixturenames:
+        n = metafunc.config.getoption("--decode-samples")
+        metafunc.parametrize("samples", [pytest.param(n, marks=pytest.mark.timeout(_hang_guard(n)))],
+                             ids=[f"{n}x{len(SCHEMAS)}"])
+
+
+def test_every_fast_output_is_in_the_grammar_language(model, samples):
     rng = random.Random(20261124)
-    jobs = [job for schema in SCHEMAS for job in jobs_for(schema, SAMPLES, rng)]
+    jobs = [job for schema in SCHEMAS for job in jobs_for(schema, samples, rng)]
     results = model.generate_constrained_batch(jobs, parallel=16)
     failures = []
     per_schema: dict[str, int] = {}
@@ -95,7 +102,7 @@ def test_every_fast_output_is_in_the_grammar_language(model):
         assert res.fed_tokens + res.sampled_tokens <= job.max_tokens, (name, res.text)
         per_schema[name] = per_schema.get(name, 0) + 1
     assert not failures, f"{len(failures)} invalid of {len(jobs)}: " + "; ".join(failures[:5])
-    assert per_schema == {s.__name__: SAMPLES for s in SCHEMAS}
+    assert per_schema == {s.__name__: samples for s in SCHEMAS}
     # With the node's own limit the model decided something in every call (not everything was
     # fed). A tighter limit may leave no room for any decision: every string closed at once and
     # every choice down to its shortest option is a correct output at the schema's floor.
@@ -146,7 +153,7 @@ def test_static_prefix_is_prefilled_once_and_restored_across_nodes(model):
 
 
 def test_snapshot_memory_is_bounded(model):
-    small = LlamaModel(get_profile("gemma3-270m"), assemble_default_model(), n_threads=2, snapshot_bytes=1 << 20)
+    small = LlamaModel(get_profile("gemma3-270m"), assemble_default_model(models_dir()), n_threads=2, snapshot_bytes=1 << 20)
     schema = LLM_SCHEMAS[1]
     for i in range(4):
         system = f"Node {i}. " + "Select a tool. " * 30

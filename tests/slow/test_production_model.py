@@ -1,4 +1,4 @@
-"""Seed 002 §15's model-dependent unit rows, for the production model.
+"""The model-dependent unit rows of docs/design.md §15, for the production model.
 
 These expectations hold for MedGemma 1.5 4B-it, not for the 270M base model the project ships,
 so they run only where the operator has placed the production GGUF (``models/`` or
@@ -13,12 +13,13 @@ from appliance.agent.nodes import intent_classify, result_classify, tool_select
 from appliance.agent.nodes.input_assembly import DrugDictionary, extract_entities
 from appliance.agent.state import AgentState, ToolResult
 from appliance.config import Settings
+from common.locations import models_dir
 from mcp_servers.contracts import TOOL_LABELS
 from models.profiles import get_profile
 
 PROFILE = get_profile("medgemma-1.5-4b-it")
 SETTINGS = Settings()
-PATH = PROFILE.path(SETTINGS.model_path if SETTINGS.model == PROFILE.name else None)
+PATH = PROFILE.path(models_dir(), SETTINGS.model_path if SETTINGS.model == PROFILE.name else None)
 pytestmark = pytest.mark.skipif(not PATH.exists(), reason=f"production model not placed at {PATH}")
 
 DRUGS = DrugDictionary(["dofetilide", "warfarin", "aspirin", "amoxicillin", "metformin"])

@@ -19,6 +19,7 @@ from appliance.agent.nodes.router import Limits
 from appliance.agent.schemas import LLM_SCHEMAS
 from appliance.agent.state import AgentState, ToolResult
 from appliance.llm.llama import LlamaModel
+from common.locations import models_dir
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
@@ -44,7 +45,7 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def model() -> LlamaModel:
     profile = get_profile("gemma3-270m")
-    return LlamaModel(profile, assemble_default_model(), n_threads=2)
+    return LlamaModel(profile, assemble_default_model(models_dir()), n_threads=2)
 
 
 def _state(query: str, **kw) -> AgentState:
@@ -143,9 +144,10 @@ def test_free_generation_streams_and_can_be_cancelled(model):
 def test_loading_the_model_prints_nothing_into_the_terminal():
     code = textwrap.dedent("""
         from appliance.llm.llama import LlamaModel
+        from common.locations import models_dir
         from models.assemble import assemble_default_model
         from models.profiles import get_profile
-        LlamaModel(get_profile("gemma3-270m"), assemble_default_model(), n_threads=2)
+        LlamaModel(get_profile("gemma3-270m"), assemble_default_model(models_dir()), n_threads=2)
         print("loaded")
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

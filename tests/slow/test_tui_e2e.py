@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 from textual.widgets import OptionList
 
-from appliance import locations
+from common import locations
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from tests.tui.helpers import (

@@ -74,13 +74,20 @@ class Terminal:
         os.close(self.master)
 
 
-def test_tui_under_a_pty(tmp_path):
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "APPLIANCE_HOME": str(home), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24",
+            "FASTMCP_CHECK_FOR_UPDATES": "off", "TEXTUAL_ANIMATIONS": "none"}
+
+
+def _tui(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tui.launcher", "tui", *args]
+
+
+def test_tui_under_a_pty_then_resumed(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     home = tmp_path / "home"
-    env = {**os.environ, "APPLIANCE_HOME": str(home), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24",
-           "FASTMCP_CHECK_FOR_UPDATES": "off", "TEXTUAL_ANIMATIONS": "none"}
-    term = Terminal([sys.executable, "-m", "appliance.cli", "tui", "--script", str(script)], env)
+    term = Terminal(_tui("--script", str(script)), _env(home))
     try:
         term.read_until("Ask a question and press Enter", timeout=60)
         term.read_until("ready", timeout=60)
@@ -96,3 +103,22 @@ def test_tui_under_a_pty(tmp_path):
     store = SessionStore(home / "sessions.sqlite")
     session = store.latest_session()
     assert session is not None and store.history(session.id)[-1][1].startswith("Hypertension means")
+
+    # Both documented ways back into a saved session open it with its conversation.
+    for args in (("--resume",), ("--session", session.id)):
+        term = Terminal(_tui("--script", str(script), *args), _env(home))
+        try:
+            term.read_until("Resumed: What is hypertension?", timeout=60)
+            term.read_until("arterial", timeout=30)
+            term.send("\x11")
+            assert term.drain_until_exit(timeout=30) == 0, args
+        finally:
+            term.close()
+
+
+def test_unknown_session_is_one_line_and_non_zero(tmp_path):
+    result = subprocess.run(_tui("--session", "no-such-session"), env=_env(tmp_path / "home"), cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "appliance tui: cannot reopen session no-such-session: that session no longer exists"]

@@ -12,6 +12,7 @@ from appliance.config import Settings
 from appliance.llm.llama import LlamaModel
 from appliance.llm.vision import VisionUnavailable
 from appliance.tools.base import ToolOutcome
+from common.locations import models_dir
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
 from tests.llm.gguf_helpers import png
@@ -30,7 +31,7 @@ class OfflineTools:
 
 
 def test_the_default_model_reports_vision_unavailable_and_the_notice_reaches_the_turn(tmp_path):
-    model = LlamaModel(get_profile("gemma3-270m"), assemble_default_model(), n_threads=2)
+    model = LlamaModel(get_profile("gemma3-270m"), assemble_default_model(models_dir()), n_threads=2)
     image = tmp_path / "cxr.png"
     image.write_bytes(png(256, 256))
     assert model.vision_available is False and "no vision projector" in model.vision_problem

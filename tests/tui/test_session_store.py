@@ -8,19 +8,35 @@ import pytest
 from sqlite_utils import Database
 
 from appliance.sessions import MIGRATIONS, SessionStore, SessionStoreError, make_title, migrate
+from common.sqlite import MIGRATIONS_TABLE, applied_migrations
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def test_migrating_a_blank_database_creates_the_schema_once(tmp_path):
     db = Database(sqlite3.connect(tmp_path / "s.sqlite"))
-    assert migrate(db) == [name for name, _ in MIGRATIONS]
+    assert migrate(db) == [fn.__name__ for fn in MIGRATIONS]
     assert migrate(db) == []  # idempotent
-    assert {"sessions", "messages", "_migrations"} <= set(db.table_names())
+    assert {"sessions", "messages", MIGRATIONS_TABLE} <= set(db.table_names())
     assert list(db["messages"].columns_dict) == [
         "id", "session_id", "seq", "role", "kind", "text", "status", "created_at", "patient_id", "trace"]
     assert [fk.other_table for fk in db["messages"].foreign_keys] == ["sessions"]
     assert any(ix.columns == ["session_id", "seq"] and ix.unique for ix in db["messages"].indexes)
+
+
+def test_a_store_made_before_common_sqlite_opens_with_its_sessions(tmp_path):
+    # The session store's legacy record format: _migrations created by sqlite-utils (name pk, applied_at).
+    old = Database(sqlite3.connect(tmp_path / "s.sqlite"))
+    old["_migrations"].create({"name": str, "applied_at": str}, pk="name")
+    MIGRATIONS[0](old)
+    old["_migrations"].insert({"name": MIGRATIONS[0].__name__, "applied_at": "2026-01-02T03:04:05.000001+00:00"})
+    old["sessions"].insert({"id": "s1", "title": "Old", "created_at": "2026", "updated_at": "2026"})
+    old.close()
+    store = SessionStore(tmp_path / "s.sqlite")
+    assert store.get_session("s1").title == "Old"
+    db = Database(sqlite3.connect(tmp_path / "s.sqlite"))
+    assert applied_migrations(db, "sessions") == [fn.__name__ for fn in MIGRATIONS]
+    assert "_migrations" not in db.table_names()
 
 
 def test_exchanges_history_and_resume_order(tmp_path):

@@ -31,6 +31,10 @@ async def open_approval(pilot, tool):
     return pilot.app.screen
 
 
+def patient_block(screen) -> str:
+    return str(screen.query_one("#approval-patient").render())
+
+
 def field_value(screen, name):
     widget = screen.query_one(f"#arg-{name}")
     return widget.text if isinstance(widget, TextArea) else widget.value
@@ -84,6 +88,10 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         await settle(pilot)
         screen = await open_approval(pilot, tool)
         for name, value in WRITE_ARGS[tool].items():  # the exact arguments are shown
+            if name == "patient_id":  # fixed: shown with the patient's name, not editable
+                assert "John Smith" in patient_block(screen) and "(abc-123)" in patient_block(screen)
+                assert not screen.query("#arg-patient_id")
+                continue
             assert field_value(screen, name) == ("" if value is None else value)
         assert calls_of(toolbox, tool) == []  # nothing written while the dialog is open
         await pilot.press("ctrl+y")
@@ -104,8 +112,8 @@ async def test_a_stray_enter_in_the_approval_dialog_writes_nothing(tmp_path, too
         await pilot.press("enter", "enter")
         await pilot.pause()
         assert app.screen is screen and calls_of(toolbox, tool) == []
-        first = next(iter(WRITE_ARGS[tool]))
-        assert app.focused is screen.query_one(f"#arg-{first}")  # not the Approve button
+        first = [name for name in WRITE_ARGS[tool] if name != "patient_id"][0]
+        assert app.focused is screen.query_one(f"#arg-{first}")  # not the Approve button, not the patient
         # approving takes an explicit act: focus on the Approve button, then Enter
         screen.query_one("#approve", Button).focus()
         await pilot.press("enter")
@@ -186,20 +194,43 @@ async def test_an_edited_argument_is_revalidated(tmp_path):
         assert calls_of(toolbox, tool) == [{**WRITE_ARGS[tool], "severity": "severe", "reaction": "anaphylaxis"}]
 
 
-async def test_an_edit_to_an_ungrounded_patient_is_refused_by_the_agent(tmp_path):
+async def test_the_approval_dialog_names_the_patient_the_action_and_the_author(tmp_path):
+    from common.operator import operator_name
+
     tool = "prescribe_medication"
-    script = write_script(tool, approved=True)
-    script[RC] = [{"quality": "error_fatal", "brief_summary": "Details missing."}]
-    app, _, toolbox = make_app(tmp_path, script)
+    tools = {tool: [{"result": {"id": "new-1"}}], "get_patient_chart": [{"result": chart()}]}
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), tools)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)  # no patient open: the dialog reads the chart of the patient written to
+        screen = await open_approval(pilot, tool)
+        action = str(screen.query_one("#approval-action").render())
+        assert action == "Prescribe metformin 500 mg twice daily"
+        block = patient_block(screen)
+        assert "John Smith · 67 y · male" in block and "(abc-123)" in block
+        assert "ALLERGIES: Penicillin (Hives, moderate)" in block
+        assert f"Author: {operator_name()}" in block
+        findings = str(screen.query_one("#approval-findings").render())
+        assert findings.startswith("Safety checks:")
+        intro = str(screen.query_one("#approval-intro").render())
+        assert tool not in intro and "arguments" not in intro  # no internal wording
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}]
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]  # for the patient shown
+
+
+async def test_the_approval_dialog_says_when_the_chart_could_not_be_read(tmp_path):
+    tool = "add_allergy"
+    tools = {tool: [{"result": {"id": "new-1"}}],
+             "get_patient_chart": [{"error_type": "service_unavailable", "message": "down"}]}
+    app, _, _ = make_app(tmp_path, write_script(tool, approved=True), tools)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         screen = await open_approval(pilot, tool)
-        screen.query_one("#arg-patient_id", Input).value = "xyz-999"  # valid shape, never given
-        await pilot.press("ctrl+y")
-        await settle(pilot)
-        assert calls_of(toolbox, tool) == []
-        execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
-        assert execute.output["error_type"] == "missing_required_args"
+        assert "Allergies: unknown (the chart could not be read)" in patient_block(screen)
+        assert str(screen.query_one("#approval-action").render()) == \
+            "Record an allergy to penicillin: hives, moderate"
+        assert not screen.query("#approval-findings")  # safety findings are a prescription's
 
 
 async def test_quitting_during_approval_writes_nothing(tmp_path):
@@ -268,3 +299,31 @@ async def test_cancelling_the_turn_while_approval_is_open_dismisses_the_dialog(t
         assert app.screen is app.main and calls_of(toolbox, tool) == []
         assert app.main.chat.messages()[-1].has_class("cancelled")
         assert "saved" not in app.notices[-1][1]
+
+
+def banner(app) -> str:
+    return str(app.main.banner.render())
+
+
+@pytest.mark.parametrize("allergies, expected", [
+    ([{"substance": "Penicillin", "reaction": "Hives", "severity": "moderate"}], "ALLERGIES: Penicillin (Hives, moderate)"),
+    ([], "Allergies: allergies not recorded"),
+    ([{"substance": "No known allergy", "substance_code": "716186003"}], "Allergies: no known allergies"),
+    ([{"substance": "NKDA"}], "Allergies: no known drug allergies"),
+])
+async def test_the_banner_keeps_the_open_patient_and_allergies_in_sight(tmp_path, allergies, expected):
+    record = {**chart(), "allergies": allergies}
+    app, _, _ = make_app(tmp_path, {}, {"get_patient_chart": [{"result": record}]})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert not app.main.banner.display
+        app._set_patient("abc-123", "John Smith")
+        await settle(pilot)
+        assert app.main.banner.display and app.main.banner.region.height >= 2
+        assert banner(app).splitlines() == ["John Smith · 67 y · male · MRN DEMO-000123", expected]
+        body = str(app.main.patient.query_one("#patient-body").render())
+        assert "none recorded\n" not in body.split("ACTIVE PROBLEMS")[0]  # the panel words it the same way
+        app.main.trace.focus()  # still in sight whatever has focus
+        await pilot.press("ctrl+l")
+        await settle(pilot)
+        assert not app.main.banner.display

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from appliance import locations
+from common import locations
 from appliance.config import Settings
 from appliance.init import init_home
 from appliance.llm.fake import ScriptedModel
@@ -38,7 +38,7 @@ WRITES = {
         {"patient_id": PATIENT, "substance": "penicillin", "reaction": "hives", "severity": "moderate"},
         "SELECT count(*) FROM allergy_intolerances WHERE patient_id = ? AND substance = 'penicillin'"
         " AND reaction = 'hives' AND severity = 'moderate'",
-        "penicillin - hives (moderate)",
+        "penicillin (hives, moderate)",
     ),
     "save_clinical_note": (
         f"Write a progress note for {PATIENT}: stable, review in 3 months",

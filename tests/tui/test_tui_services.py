@@ -11,6 +11,7 @@ from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.scripted import ScriptedToolBox
 from tests.tui.helpers import DRUGS, IC, SIZE, SY, ask, intent, ready, settle, texts, wait_until
+from tui import events
 from tui.app import ClinicApp
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -20,8 +21,8 @@ ANSWER = "Hypertension is persistently raised arterial blood pressure."
 class ServerBox(ScriptedToolBox):
     """A scripted tool box with per-server health and a record of being closed."""
 
-    def __init__(self, drug_names=DRUGS):
-        super().__init__({}, fallback=None, drug_names=drug_names)
+    def __init__(self, drug_names=DRUGS, scripted=None):
+        super().__init__(scripted or {}, fallback=None, drug_names=drug_names)
         self.up = {"ehr": True, "knowledge": True, "umls": True}
         self.closed = threading.Event()
 
@@ -189,3 +190,33 @@ def test_the_real_loader_reports_hashing_progress_and_hashes_once(tmp_path, monk
     seen.clear()
     real_model_loader(settings, lambda stage, fraction: seen.append((stage, fraction)))
     assert seen == [(VERIFYING, None), (LOADING, None)]  # the checked sum is remembered
+
+
+async def test_a_failed_tool_call_marks_its_server_down_at_once(tmp_path):
+    from tests.tui.helpers import RC, TS
+
+    script = {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "warfarin"}],
+              RC: [{"quality": "error_retryable", "brief_summary": "No answer."}] * 3,
+              "ERROR_HANDLER": [{"strategy": "skip", "reasoning": None}] * 3, SY: [ANSWER]}
+    dead = {"error_type": "service_unavailable", "message": "the server exited"}
+    box = ServerBox(scripted={"check_drug_safety": [dead] * 3})
+    app = app_with(tmp_path, lambda: box, script)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.check_action("retry_tools", ()) is False  # every server answered its check
+        box.up["knowledge"] = False  # it dies; no health check runs before the next call
+        await ask(pilot, "Check FDA warnings for warfarin")
+        await settle(pilot)
+        assert app.main.status.health["knowledge"] is False
+        assert app.check_action("retry_tools", ()) is True
+        assert any("Not answering: knowledge server" in text for _, text in app.notices)
+
+
+async def test_f5_is_offered_while_a_server_is_not_known_to_be_up(tmp_path):
+    box = ServerBox()
+    app = app_with(tmp_path, lambda: box)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.check_action("retry_tools", ()) is False
+        app.on_server_health(events.ServerHealth({"umls": None}))
+        assert app.check_action("retry_tools", ()) is True  # unknown is not up

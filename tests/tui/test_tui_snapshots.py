@@ -64,8 +64,10 @@ def test_trace_panel_with_an_expanded_line(tmp_path, snap_compare):
     assert snap_compare(answered_app(tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_approval_dialog(tmp_path, snap_compare):
-    app, _, _ = make_app(tmp_path, write_script("prescribe_medication", approved=True))
+def test_approval_dialog(tmp_path, snap_compare, monkeypatch):
+    monkeypatch.setenv("APPLIANCE_USER", "Dr. Ada Okafor")  # the author line, the same on every machine
+    app, _, _ = make_app(tmp_path, write_script("prescribe_medication", approved=True),
+                         {"get_patient_chart": [{"result": chart()}]})
 
     async def run_before(pilot):
         await ready(pilot)

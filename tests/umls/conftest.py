@@ -9,7 +9,8 @@ import pytest
 from fastmcp import Client
 
 from mcp_servers import umls
-from mcp_servers.umls_store import connect, ensure_database
+from mcp_servers.umls_schema import connect
+from mcp_servers.umls_store import ensure_database
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

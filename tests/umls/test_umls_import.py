@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_servers import umls_import, umls_store as store
+from mcp_servers import umls_import, umls_search
+from mcp_servers import umls_lookup as lookup
+from mcp_servers import umls_schema as schema
+from mcp_servers import umls_store as store
 from tests.umls.conftest import FIXTURES
 
 RRF = FIXTURES / "rrf"
@@ -21,7 +24,7 @@ def imported(tmp_path):
 
 
 def _dump(path) -> list:
-    db = store.connect(path, read_only=True)
+    db = schema.connect(path, read_only=True)
     try:
         return [db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in ("concepts", "semtypes", "words")] + [
             db.execute("SELECT cui, str, sab, tty, code, pref_rank FROM atoms ORDER BY cui, str, sab, tty").fetchall()]
@@ -41,7 +44,7 @@ def test_import_keeps_and_skips_the_right_rows(imported):
 
 def test_import_derives_names_and_codes(imported):
     path, _, _ = imported
-    db = store.connect(path, read_only=True)
+    db = schema.connect(path, read_only=True)
     rows = {r[0]: r[1:] for r in db.execute("SELECT cui, name, snomed_code, rxnorm, loinc FROM concepts")}
     # TS=P, STT=PF, ISPREF=Y wins over earlier and later rows of the same concept.
     assert rows["C0020538"] == ("Hypertensive disorder, systemic arterial (disorder)", "38341003", None, None)
@@ -51,20 +54,20 @@ def test_import_derives_names_and_codes(imported):
     strings = {r[0] for r in db.execute("SELECT str FROM atoms")}
     assert not strings & {"Hypertension artérielle", "Obsolete hypertension term", "Hydroxyacetanilide",
                           "High blood pressure (MedlinePlus)"}
-    assert store.semantic_types(db, "C0000970")["is_drug"] is True
+    assert lookup.semantic_types(db, "C0000970")["is_drug"] is True
 
 
 def test_imported_database_searches_like_the_starter(imported):
     path, _, _ = imported
-    db = store.connect(path, read_only=True)
-    best = store.search(db, "Paracetamol", 1)[0]
+    db = schema.connect(path, read_only=True)
+    best = umls_search.search(db, "Paracetamol", 1)[0]
     assert (best["cui"], best["source"], best["score"]) == ("C0000970", "SNOMEDCT_US", 0.9)
-    assert store.search(db, "acetaminophen", 1)[0]["score"] == 1.0
-    htn = store.search(db, "HTN", 1)[0]  # curated abbreviation added to the imported concept
+    assert umls_search.search(db, "acetaminophen", 1)[0]["score"] == 1.0
+    htn = umls_search.search(db, "HTN", 1)[0]  # curated abbreviation added to the imported concept
     assert (htn["cui"], htn["source"]) == ("C0020538", "CURATED")
-    assert store.search(db, "Tylenol", 1)[0]["cui"] == "C0000970"
-    assert store.search(db, "hypertensve", 1)[0]["match_type"] == "fuzzy"
-    assert "Tylenol" in store.drug_names(db)
+    assert umls_search.search(db, "Tylenol", 1)[0]["cui"] == "C0000970"
+    assert umls_search.search(db, "hypertensve", 1)[0]["match_type"] == "fuzzy"
+    assert "Tylenol" in lookup.drug_names(db)
 
 
 def test_progress_reports_bytes_up_to_the_total(imported):
@@ -92,7 +95,7 @@ def test_import_replaces_starter_content(tmp_path):
     path = tmp_path / "umls.sqlite"
     store.ensure_database(path)
     umls_import.import_rrf(path, RRF)
-    db = store.connect(path, read_only=True)
+    db = schema.connect(path, read_only=True)
     assert db.execute("SELECT COUNT(*) FROM concepts").fetchone()[0] == 3
 
 
@@ -120,9 +123,9 @@ def test_build_synthetic_goes_through_the_import(tmp_path):
     assert report.concepts == 200
     assert report.skipped["non-English"] == 20 and report.skipped["suppressed"] == 20
     assert report.skipped["other source vocabularies"] == 20
-    db = store.connect(path, read_only=True)
+    db = schema.connect(path, read_only=True)
     name = db.execute("SELECT name FROM concepts WHERE cui = 'C9000123'").fetchone()[0]
-    results = store.search(db, name, 25)
+    results = umls_search.search(db, name, 25)
     mine = [r for r in results if r["cui"] == "C9000123"]
     assert mine and mine[0]["score"] == 1.0 and mine[0]["snomed_code"] == "100123"
 

@@ -89,8 +89,19 @@ def test_drug_vocabulary(server):
     assert "Hypertension" not in result["names"]
 
 
-def test_database_is_built_lazily_in_the_data_home(appliance_home):
-    umls.configure(None)
-    result = call(umls.mcp, "concept_search", {"term": "HTN"})
+def test_the_launcher_builds_the_database_lazily_in_the_data_home(appliance_home, monkeypatch):
+    monkeypatch.setattr(umls.mcp, "run", lambda **kwargs: None)  # parse and configure, serve nothing
+    try:
+        assert umls.main([]) == 0
+        assert not (appliance_home / "umls.sqlite").exists()
+        result = call(umls.mcp, "concept_search", {"term": "HTN"})
+    finally:
+        umls.configure(None)
     assert result["candidates"][0]["cui"] == "C0020538"
     assert (appliance_home / "umls.sqlite").exists()
+
+
+def test_a_server_given_no_database_is_unavailable():
+    umls.configure(None)
+    kind, text = _error(umls.mcp, "concept_search", {"term": "HTN"})
+    assert kind == "service_unavailable" and "no database" in text

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from common.sqlite import MIGRATIONS_TABLE
+from mcp_servers import umls_lookup as lookup
+from mcp_servers import umls_schema as schema
+from mcp_servers import umls_search
 from mcp_servers import umls_store as store
 
 # (term, CUI, SNOMED CT, RxNorm) - identifiers checked against UMLS / SNOMED CT / RxNorm.
@@ -28,11 +32,11 @@ ANCHORS = [
 
 
 def test_blank_database_migrates_to_the_schema(tmp_path):
-    db = store.connect(tmp_path / "blank.sqlite")
-    assert store.migrate(db) == ["m001_initial"]
-    assert store.migrate(db) == []
+    db = schema.connect(tmp_path / "blank.sqlite")
+    assert schema.migrate(db) == ["m001_initial"]
+    assert schema.migrate(db) == []
     tables = set(db.table_names())
-    assert {"concepts", "atoms", "semtypes", "words", "word_deletes", "atoms_fts", "meta", "_migrations"} <= tables
+    assert {"concepts", "atoms", "semtypes", "words", "word_deletes", "atoms_fts", "meta", MIGRATIONS_TABLE} <= tables
     assert "snomed_code" in db["concepts"].columns_dict and "rxnorm" in db["concepts"].columns_dict
 
 
@@ -41,14 +45,14 @@ def test_ensure_database_is_idempotent(tmp_path):
     messages: list[str] = []
     store.ensure_database(path, messages.append)
     assert any("starter subset loaded" in m for m in messages)
-    db = store.connect(path)
+    db = schema.connect(path)
     before = db.execute("SELECT COUNT(*), MAX(id) FROM atoms").fetchone()
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
     messages.clear()
     store.ensure_database(path, messages.append)
     assert messages == ["UMLS starter subset up to date"]
-    db = store.connect(path)
+    db = schema.connect(path)
     assert db.execute("SELECT COUNT(*), MAX(id) FROM atoms").fetchone() == before
 
 
@@ -56,7 +60,7 @@ def test_starter_subset_is_large_and_valid():
     concepts = store.read_starter()
     assert len(concepts) >= 300
     assert len({c["cui"] for c in concepts}) == len(concepts)
-    drugs = [c for c in concepts if set(c["tuis"]) & set(store.DRUG_TUIS)]
+    drugs = [c for c in concepts if set(c["tuis"]) & set(schema.DRUG_TUIS)]
     assert len(drugs) >= 100 and sum(1 for d in drugs if d["rxnorm"]) >= 100
 
 
@@ -82,9 +86,9 @@ def test_a_semantic_type_is_given_or_explicitly_not_recorded(tmp_path, cell, pro
 
 def test_a_concept_without_a_recorded_type_claims_none(db):
     # Latex's CUI is confirmed, its UMLS semantic type is not: no type is invented for it.
-    best = store.search(db, "latex", 1)[0]
+    best = umls_search.search(db, "latex", 1)[0]
     assert (best["cui"], best["semantic_type"], best["tui"]) == ("C0023115", None, None)
-    assert store.semantic_types(db, "C0023115") == {"cui": "C0023115", "name": "Latex", "semantic_types": [],
+    assert lookup.semantic_types(db, "C0023115") == {"cui": "C0023115", "name": "Latex", "semantic_types": [],
                                                    "is_drug": False}
 
 
@@ -104,32 +108,32 @@ AUDITED = [
 
 @pytest.mark.parametrize("term,cui,tui", AUDITED)
 def test_audited_identifiers(db, term, cui, tui):
-    best = store.search(db, term, 1)[0]
+    best = umls_search.search(db, term, 1)[0]
     assert (best["cui"], best["tui"]) == (cui, tui)
 
 
 def test_prednisone_is_also_a_hormone(db):
-    types = [t["tui"] for t in store.semantic_types(db, "C0032952")["semantic_types"]]
+    types = [t["tui"] for t in lookup.semantic_types(db, "C0032952")["semantic_types"]]
     assert types == ["T121", "T125"]
 
 
 def test_baclofen_is_not_basal_cell_nevus_syndrome(db):
     # second audit (PROVENANCE.md): C0004779, once held for baclofen, is Gorlin syndrome in public
     # data; the CHV file gives baclofen C0004609
-    assert store.search(db, "baclofen", 1)[0]["cui"] == "C0004609"
-    with pytest.raises(store.ConceptNotFound):
-        store.get_concept(db, "C0004779")
+    assert umls_search.search(db, "baclofen", 1)[0]["cui"] == "C0004609"
+    with pytest.raises(schema.ConceptNotFound):
+        lookup.get_concept(db, "C0004779")
 
 
 def test_urine_is_not_offered_as_urinalysis(db):
     # C0042036 is urine, the substance; the test's own CUI is not confirmed, so nothing is offered
-    with pytest.raises(store.NoMatch):
-        store.search(db, "urinalysis", 1)
+    with pytest.raises(schema.NoMatch):
+        umls_search.search(db, "urinalysis", 1)
 
 
 @pytest.mark.parametrize("term,cui,snomed,rxnorm", ANCHORS)
 def test_anchor_concepts(db, term, cui, snomed, rxnorm):
-    best = store.search(db, term, 1)[0]
+    best = umls_search.search(db, term, 1)[0]
     assert (best["cui"], best["snomed_code"], best["rxnorm"]) == (cui, snomed, rxnorm)
     assert best["score"] == 1.0 or best["match_type"] == "synonym"
 
@@ -142,7 +146,7 @@ def test_anchor_concepts(db, term, cui, snomed, rxnorm):
     ("heart attack", "C0027051"), ("HbA1c", "C0474680"),
 ])
 def test_brands_abbreviations_and_synonyms_resolve(db, term, cui):
-    best = store.search(db, term, 5)[0]
+    best = umls_search.search(db, term, 5)[0]
     assert best["cui"] == cui
     assert best["score"] == 0.9 and best["match_type"] == "synonym"
 
@@ -152,16 +156,16 @@ def test_brands_abbreviations_and_synonyms_resolve(db, term, cui):
     ("atrial fibrilation", "C0004238"), ("metfromin", "C0025598"), ("warfrin", "C0043031"),
 ])
 def test_one_typo_resolves_with_the_lowest_score_band(db, typo, cui):
-    best = store.search(db, typo, 5)[0]
+    best = umls_search.search(db, typo, 5)[0]
     assert best["cui"] == cui
     assert best["match_type"] == "fuzzy" and best["score"] < 0.5
 
 
 def test_score_bands_are_ordered(db):
-    preferred = store.search(db, "Hypertension", 1)[0]
-    synonym = store.search(db, "high blood pressure", 1)[0]
-    prefix = store.search(db, "hypertens", 1)[0]
-    fuzzy = store.search(db, "hypertenson", 1)[0]
+    preferred = umls_search.search(db, "Hypertension", 1)[0]
+    synonym = umls_search.search(db, "high blood pressure", 1)[0]
+    prefix = umls_search.search(db, "hypertens", 1)[0]
+    fuzzy = umls_search.search(db, "hypertenson", 1)[0]
     assert [r["cui"] for r in (preferred, synonym, prefix, fuzzy)] == ["C0020538"] * 4
     assert [r["match_type"] for r in (preferred, synonym, prefix, fuzzy)] == [
         "preferred_name", "synonym", "word", "fuzzy"]
@@ -169,7 +173,7 @@ def test_score_bands_are_ordered(db):
 
 
 def test_results_are_sorted_and_limited(db):
-    results = store.search(db, "diabetes", 4)
+    results = umls_search.search(db, "diabetes", 4)
     assert len(results) == 4
     assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
     # the exact name beats word matches: UMLS's broad "Diabetes" (C0011847), then the kinds of it
@@ -181,49 +185,54 @@ def test_results_are_sorted_and_limited(db):
 def test_a_name_that_begins_with_the_query_outranks_one_that_contains_it(db):
     # "Prediabetes" (synonym "Pre-diabetes") is shorter, so the query covers more of it; a
     # clinician typing "diabetes" still means diabetes mellitus before prediabetes.
-    ranked = [r["cui"] for r in store.search(db, "diabetes", 5)]
+    ranked = [r["cui"] for r in umls_search.search(db, "diabetes", 5)]
     assert ranked.index("C0011849") < ranked.index("C0362046")
-    word = [r for r in store.search(db, "diabetes", 10) if r["match_type"] == "word"]
+    word = [r for r in umls_search.search(db, "diabetes", 10) if r["match_type"] == "word"]
     assert word and all(0.5 <= r["score"] <= 0.875 for r in word)
 
 
 def test_word_matches_are_graded_by_coverage(db):
-    results = {r["cui"]: r["score"] for r in store.search(db, "heart failure", 5)}
+    results = {r["cui"]: r["score"] for r in umls_search.search(db, "heart failure", 5)}
     assert results["C0018801"] == 1.0
     assert results["C0018802"] < 1.0  # congestive heart failure: word match, lower
 
 
+def test_search_takes_a_connection_or_a_path(db, starter_db):
+    assert umls_search.search(starter_db, "HTN", 3) == umls_search.search(db, "HTN", 3)
+    assert umls_search.search(str(starter_db), "Tylenol", 1)[0]["cui"] == "C0000970"
+
+
 def test_empty_and_unknown_terms(db):
-    with pytest.raises(store.InvalidQuery):
-        store.search(db, "  ?! ")
-    with pytest.raises(store.NoMatch):
-        store.search(db, "qqzzxxvv")
+    with pytest.raises(schema.InvalidQuery):
+        umls_search.search(db, "  ?! ")
+    with pytest.raises(schema.NoMatch):
+        umls_search.search(db, "qqzzxxvv")
 
 
 def test_within_one_edit():
-    assert store.within_one_edit("warfarin", "warfrin")
-    assert store.within_one_edit("warfarin", "wrafarin")  # adjacent swap
-    assert store.within_one_edit("asthma", "asthmx")
-    assert not store.within_one_edit("asthma", "astmx")
-    assert not store.within_one_edit("heparin", "aspirin")
+    assert umls_search.within_one_edit("warfarin", "warfrin")
+    assert umls_search.within_one_edit("warfarin", "wrafarin")  # adjacent swap
+    assert umls_search.within_one_edit("asthma", "asthmx")
+    assert not umls_search.within_one_edit("asthma", "astmx")
+    assert not umls_search.within_one_edit("heparin", "aspirin")
 
 
 def test_concept_details_and_semantic_types(db):
-    concept = store.get_concept(db, "c0000970")
+    concept = lookup.get_concept(db, "c0000970")
     assert concept["codes"] == {"snomed_code": "387517004", "rxnorm": "161", "loinc": None}
     names = {s["name"]: s["term_type"] for s in concept["synonyms"]}
     assert names["Tylenol"] == "BN" and names["APAP"] == "AB" and names["Paracetamol"] == "SY"
-    types = store.semantic_types(db, "C0020538")
+    types = lookup.semantic_types(db, "C0020538")
     assert types["semantic_types"] == [{"tui": "T047", "name": "Disease or Syndrome"}]
     assert types["is_drug"] is False
-    with pytest.raises(store.ConceptNotFound):
-        store.get_concept(db, "C0000001")
-    with pytest.raises(store.InvalidQuery):
-        store.get_concept(db, "hypertension")
+    with pytest.raises(schema.ConceptNotFound):
+        lookup.get_concept(db, "C0000001")
+    with pytest.raises(schema.InvalidQuery):
+        lookup.get_concept(db, "hypertension")
 
 
 def test_drug_names_hold_generics_brands_and_synonyms_only(db):
-    names = store.drug_names(db)
+    names = lookup.drug_names(db)
     assert names == sorted(names, key=str.casefold)
     for name in ("Acetaminophen", "Tylenol", "Paracetamol", "Warfarin", "Coumadin", "Metformin", "Amoxicillin"):
         assert name in names

@@ -1,5 +1,6 @@
-"""The write approval dialog: the exact arguments of a prescribe_medication, add_allergy or
-save_clinical_note call, editable, with Approve or Reject and an optional reason.
+"""The write approval dialog: the change to the record in clinical words, the patient (name,
+age, allergies; fixed, not editable), the author, the safety findings of a prescription, and
+the exact arguments, editable, with Approve or Reject and an optional reason.
 
 Invariants:
 - Approve returns only arguments that validate against the tool's contract
@@ -22,10 +23,33 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
+from rich.text import Text
+
 from appliance.tools.base import Approval
+from tui.approval import ApprovalContext
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 
 LONG_TEXT_FIELDS = {"note_text"}
+FIXED_FIELDS = {"patient_id"}  # the patient is the one shown; changing it means a new request
+FIELD_LABELS = {"medication_name": "medication", "dosage": "dose", "frequency": "frequency", "notes": "notes",
+                "substance": "allergen", "reaction": "reaction", "severity": "severity",
+                "note_type": "note type", "note_text": "note"}
+
+
+def action_words(tool: str, args: dict) -> str:
+    """The write as a clinician would say it: 'Prescribe amoxicillin 500 mg three times daily'."""
+    def words(*keys: str) -> str:
+        return " ".join(str(args[k]).strip() for k in keys if args.get(k) not in (None, ""))
+
+    if tool == "prescribe_medication":
+        text = "Prescribe " + words("medication_name", "dosage", "frequency")
+        return text + (f" (notes: {args['notes']})" if args.get("notes") else "")
+    if tool == "add_allergy":
+        detail = ", ".join(str(args[k]) for k in ("reaction", "severity") if args.get(k))
+        return f"Record an allergy to {words('substance')}" + (f": {detail}" if detail else "")
+    if tool == "save_clinical_note":
+        return f"Save a {words('note_type') or 'clinical'} note to the chart"
+    return TOOL_LABELS.get(tool, tool)
 
 
 def field_hint(annotation) -> tuple[bool, list[str]]:
@@ -56,28 +80,63 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         Binding("escape", "reject", "Reject"),
     ]
 
-    def __init__(self, tool: str, args: dict) -> None:
+    def __init__(self, tool: str, args: dict, context: ApprovalContext | None = None) -> None:
         super().__init__()
         self.tool = tool
         self.original = dict(args)
         self.schema = ARG_SCHEMAS[tool]
+        self.context = context
+
+    def _patient_block(self) -> Text:
+        ctx = self.context
+        pid = self.original.get("patient_id")
+        text = Text("Patient: ", style="bold")
+        text.append(f"{ctx.patient} ({pid})" if ctx and ctx.patient != str(pid) else str(pid))
+        text.append("\n")
+        if ctx is None or ctx.allergy_status == "unknown":
+            text.append("Allergies: unknown (the chart could not be read)", style="bold yellow")
+        elif ctx.allergy_status == "recorded":
+            text.append("ALLERGIES:", style="bold reverse red")
+            text.append(" " + "; ".join(ctx.allergies), style="bold red")
+        else:
+            text.append("Allergies: ", style="bold")
+            text.append(ctx.allergies[0], style="bold yellow" if ctx.allergy_status == "not_recorded" else "")
+        text.append("\nAuthor: ", style="bold")
+        text.append(ctx.author if ctx else "unknown")
+        return text
+
+    def _findings_block(self) -> Text:
+        findings = self.context.findings if self.context else None
+        text = Text("Safety checks: ", style="bold")
+        if findings is None:
+            text.append("none ran for this prescription: check allergies, interactions and duplicates yourself.",
+                        style="bold yellow")
+        elif not findings:
+            text.append("no findings.")
+        else:
+            for line in findings:
+                text.append(f"\n  • {line}", style="bold red")
+        return text
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="approval-dialog") as dialog:
-            dialog.border_title = f"Approve a write to the record: {TOOL_LABELS[self.tool]}"
-            yield Static(
-                f"The assistant wants to run {self.tool} with exactly these arguments. "
-                "Edit any field, then approve (Ctrl+Y) or reject (Ctrl+R / Escape).",
-                markup=False, id="approval-intro",
-            )
+            dialog.border_title = f"Approve a change to the record: {TOOL_LABELS[self.tool]}"
+            yield Static(Text(action_words(self.tool, self.original), style="bold"), id="approval-action")
+            yield Static(self._patient_block(), id="approval-patient")
+            if self.tool == "prescribe_medication":
+                yield Static(self._findings_block(), id="approval-findings")
+            yield Static("Check the change, edit any field, then approve (Ctrl+Y) or reject (Ctrl+R / Escape).",
+                         markup=False, id="approval-intro")
             for name, info in self.schema.model_fields.items():
+                if name in FIXED_FIELDS:
+                    continue
                 nullable, allowed = field_hint(info.annotation)
                 hint = "one of " + ", ".join(allowed) if allowed else ""
                 if nullable:
                     hint = f"{hint}, or empty for none" if hint else "optional: leave empty for none"
                 value = self.original.get(name)
                 with Horizontal(classes="approval-field"):
-                    yield Label(name, classes="approval-label")
+                    yield Label(FIELD_LABELS.get(name, name), classes="approval-label")
                     if name in LONG_TEXT_FIELDS:
                         yield TextArea("" if value is None else str(value), id=f"arg-{name}", soft_wrap=True)
                     else:
@@ -98,7 +157,7 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         blink = getattr(self.app, "cursor_blink", True)  # off in tests and snapshots
         for field in self.query("Input, TextArea"):
             field.cursor_blink = blink
-        first = next(iter(self.schema.model_fields))
+        first = next(name for name in self.schema.model_fields if name not in FIXED_FIELDS)
         self.query_one(f"#arg-{first}").focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -107,6 +166,9 @@ class ApprovalScreen(ModalScreen[Approval | None]):
     def edited_args(self) -> dict:
         args: dict = {}
         for name, info in self.schema.model_fields.items():
+            if name in FIXED_FIELDS:
+                args[name] = self.original.get(name)
+                continue
             widget = self.query_one(f"#arg-{name}")
             raw = widget.text if isinstance(widget, TextArea) else widget.value
             nullable, _ = field_hint(info.annotation)

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from appliance.tools.base import ToolOutcome
+from appliance.wording import plural
 
 
 def match_line(match: dict) -> str:
@@ -82,7 +83,7 @@ class PatientSearchScreen(ModalScreen[dict | None]):
             status.update(f"No patient matches {message.query!r}.")
             return
         shown = f" (showing {len(self.matches)})" if total > len(self.matches) else ""
-        status.update(f"{total} match(es) for {message.query!r}{shown}: choose one with Enter.")
+        status.update(f"{plural(total, 'match')} for {message.query!r}{shown}: choose one with Enter.")
         options.add_options(Option(match_line(m), id=str(i)) for i, m in enumerate(self.matches))
         options.highlighted = 0
         options.focus()

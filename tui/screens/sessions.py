@@ -10,12 +10,15 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from appliance.sessions import Session
+from appliance.wording import local_time, plural
 
 
 def session_line(session: Session) -> str:
-    when = session.updated_at[:16].replace("T", " ")
-    patient = f" · patient {session.patient_id}" if session.patient_id else ""
-    return f"{session.title} · {when} UTC · {session.message_count // 2} exchange(s){patient}"
+    """Title, local time, exchanges and every patient the session touched."""
+    exchanges = session.message_count // 2
+    patients = session.patient_ids or ((session.patient_id,) if session.patient_id else ())
+    label = f" · {plural(len(patients), 'patient')} {', '.join(patients)}" if patients else ""
+    return f"{session.title} · {local_time(session.updated_at)} · {plural(exchanges, 'exchange')}{label}"
 
 
 class SessionsScreen(ModalScreen[str | None]):

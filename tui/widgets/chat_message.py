@@ -7,6 +7,7 @@ markup-like text in an answer cannot break or restyle the display.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.widgets import Static
 
 TITLES = {
@@ -24,6 +25,7 @@ class ChatMessage(Static):
         self.kind = kind
         self.text = text
         self.streamed = ""
+        self.footnote: str | None = None
         self.border_title = TITLES[kind]
 
     def set_kind(self, kind: str) -> None:
@@ -43,9 +45,16 @@ class ChatMessage(Static):
         self.streamed += piece
         self.show(self.streamed)
 
-    def finish(self, text: str, kind: str) -> None:
+    def finish(self, text: str, kind: str, footnote: str | None = None) -> None:
+        """The final answer; ``footnote`` (e.g. "verify against the chart") goes under it, apart."""
         self.set_kind(kind)
-        self.show(text)
+        self.text, self.footnote = text, footnote
+        if footnote:
+            body = Text(text)
+            body.append("\n\n" + footnote, style="italic bold")
+            self.update(body)
+        else:
+            self.update(text)
 
     def mark(self, status: str, detail: str = "") -> None:
         """cancelled / failed: keep what was streamed and say what happened."""

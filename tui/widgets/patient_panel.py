@@ -1,8 +1,9 @@
 """The open patient's chart summary: allergies first, then active problems, medications,
 recent labs, vitals and the most recent notes.
 
-Invariants: allergies always come first and an empty allergy list reads "none recorded",
-never "no allergies" (absence in the record is not absence in the patient). Chart text is
+Invariants: allergies always come first, worded by ``tui.chart_words``: an empty list reads
+"allergies not recorded", never "no allergies" (absence in the record is not absence in the
+patient). Chart text is
 shown as plain text, never parsed as markup. Unknown fields are tolerated: the summary is
 built from whatever the record returned.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
+
+from tui.chart_words import allergy_status
 
 MAX_ITEMS = 8
 MAX_NOTES = 3
@@ -71,12 +74,11 @@ def chart_summary(chart: dict) -> Text:
     text.append(_join("MRN", patient.get("mrn")) + f"  ID {patient.get('patient_id', '?')}\n", style="dim")
     if chart.get("synthetic_demo_record"):
         text.append("Synthetic demo record\n", style="italic")
-    allergies = [
-        _join(a.get("substance"), f"- {a['reaction']}" if a.get("reaction") else None,
-              f"({a['severity']})" if a.get("severity") else None) if isinstance(a, dict) else str(a)
-        for a in _items(chart, "allergies")
-    ]
-    _section(text, "ALLERGIES", allergies, "none recorded", style="bold red")
+    status, allergies = allergy_status(chart)
+    if status == "recorded":
+        _section(text, "ALLERGIES", allergies, "", style="bold red")
+    else:
+        _section(text, "ALLERGIES", [], allergies[0], style="bold red")
     problems = [
         _join(p.get("display") or p.get("name"), f"(since {str(p['onset_date'])[:10]})" if p.get("onset_date") else None)
         if isinstance(p, dict) else str(p)

@@ -15,7 +15,8 @@ class QuestionInput(Input):
             self.text = text
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(placeholder=PLACEHOLDER, max_length=2000, **kwargs)
+        # No select-all on focus: a key typed elsewhere moves here and must not be overwritten.
+        super().__init__(placeholder=PLACEHOLDER, max_length=2000, select_on_focus=False, **kwargs)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -18,7 +18,7 @@ def conversation(system: str, user: str, history: tuple[tuple[str, str], ...] = 
 
 
 def token_budget(schema: type[BaseModel], seed_limit: int, *, whole: bool = False) -> int:
-    """The node's token limit: seed 002 §7's number.
+    """The node's token limit: docs/design.md §7's number.
 
     The fast decoder ends the object within it, closing free strings early when the limit is
     near, so a rambling model costs at most this many tokens. ``whole=True`` raises the limit

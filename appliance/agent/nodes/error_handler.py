@@ -1,4 +1,4 @@
-"""Node 5a, ERROR_HANDLER (hybrid, seed 002 §4, §9, §10).
+"""Node 5a, ERROR_HANDLER (hybrid; docs/design.md §4.7, §9.2, §10).
 
 Code decides ask_user and skip (the model scores 0% on those); only the choice between
 retrying as is and retrying with different arguments goes to the model (T=0.0).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from appliance.agent.nodes.common import conversation, token_budget
 from appliance.agent.nodes.router import Limits, task_status
 from appliance.agent.schemas import RetryStrategy
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
 
 SCHEMA = RetryStrategy
@@ -65,18 +65,18 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
     return ErrorDecision("llm_retry", "retryable error: the model chooses how to retry")
 
 
-def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, dict, str, str]:
+def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, dict, Node, str]:
     """(update, output, next node, reason)."""
     decision = decide(state, limits)
     last = state.last_tool_result
     if decision.action == "ask_user":
         update = {"clarification_request": decision.message, "error_messages": [decision.message]}
-        return update, {"action": "ask_user"}, "SYNTHESIZE", decision.reason
+        return update, {"action": "ask_user"}, Node.SYNTHESIZE, decision.reason
     if decision.action == "skip":
         skipped = state.skipped_tools + ((last.tool_name,) if last else ())
         update = {"error_messages": [decision.message], "skipped_tools": skipped, "retry_count": 0}
         complete, why = task_status(state.merge({"skipped_tools": skipped}), limits)
-        nxt = "SYNTHESIZE" if complete else "TOOL_SELECT"
+        nxt = Node.SYNTHESIZE if complete else Node.TOOL_SELECT
         return update, {"action": "skip"}, nxt, f"{decision.reason}; {why}"
     user = (
         f"Clinician's question: {state.user_query}\n"
@@ -84,7 +84,7 @@ def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, 
         f"What happened: {last.error if last and last.error else state.last_result_summary}"
     )
     out = model.generate_constrained(
-        "ERROR_HANDLER", conversation(SYSTEM_PROMPT, user), SCHEMA,
+        Node.ERROR_HANDLER, conversation(SYSTEM_PROMPT, user), SCHEMA,
         temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
     )
     update = {
@@ -92,4 +92,4 @@ def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, 
         "retry_count": state.retry_count + 1,
         "total_retries": state.total_retries + 1,
     }
-    return update, {"action": out.strategy, **out.model_dump()}, "TOOL_SELECT", decision.reason
+    return update, {"action": out.strategy, **out.model_dump()}, Node.TOOL_SELECT, decision.reason

@@ -14,6 +14,7 @@ from typing import Iterable
 
 from appliance.agent.state import AgentState, ExtractedEntities
 from appliance.errors import ApplianceError, GenerationCancelled
+from appliance.llm.base import LanguageModel, VisionModel
 from appliance.llm.vision import ImageFileError, VisionUnavailable
 
 UUID_RE = re.compile(r"\b[a-f0-9]{8}(?:-[a-f0-9]{4}){3}-[a-f0-9]{12}\b", re.IGNORECASE)
@@ -70,9 +71,10 @@ IMAGE_FAILED = "The attached image could not be analysed ({reason}); no image fi
 
 
 def run(state: AgentState, drugs: DrugDictionary, history: list[tuple[str, str]], max_turns: int,
-        model=None, cancel: threading.Event | None = None) -> tuple[dict, dict]:
+        model: LanguageModel | None = None, cancel: threading.Event | None = None) -> tuple[dict, dict]:
     """(update, trace output): entities, the last ``max_turns`` exchanges, and for an attached
-    image either its findings (when ``model.vision_available``) or a notice for synthesis."""
+    image either its findings (when the model is a ``VisionModel`` whose ``vision_available``
+    holds) or a notice for synthesis."""
     entities = extract_entities(state.user_query, drugs, has_image=state.image_path is not None)
     recent = tuple(history[-2 * max_turns:]) if max_turns > 0 else ()
     update: dict = {"extracted_entities": entities, "conversation_history": recent}
@@ -88,10 +90,11 @@ def run(state: AgentState, drugs: DrugDictionary, history: list[tuple[str, str]]
     return update, output
 
 
-def analyse_image(state: AgentState, model, cancel: threading.Event | None) -> tuple[dict, dict]:
-    """Seed 002 §4 node 1 step 3: the image call, or the notice that replaces it. A failure
+def analyse_image(state: AgentState, model: LanguageModel | None,
+                  cancel: threading.Event | None) -> tuple[dict, dict]:
+    """The image call (docs/design.md §4.1, step 3), or the notice that replaces it. A failure
     never ends the turn (only a cancel does); the clinician learns the image was not analysed."""
-    if not getattr(model, "vision_available", False):
+    if not (isinstance(model, VisionModel) and model.vision_available):
         return {"error_messages": [IMAGE_UNAVAILABLE]}, {"image_analysis": "unavailable"}
     try:
         findings = model.analyze_image(state.image_path, state.user_query, cancel=cancel)

@@ -1,13 +1,14 @@
 """Node 2, INTENT_CLASSIFY (LLM, T=0.0): DIRECT or TOOL_NEEDED plus a clinical framing.
 
-It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments (seed 002 §4).
+It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments (docs/design.md §4.2).
 """
 
 from __future__ import annotations
 
 from appliance.agent.nodes.common import conversation, token_budget
 from appliance.agent.schemas import IntentClassification
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node
+from appliance.agent.write_requests import write_requests
 from appliance.llm.base import LanguageModel
 
 SCHEMA = IntentClassification
@@ -33,11 +34,17 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
     if state.extracted_entities.has_image:
         user += "\n(An image is attached.)"
     out = model.generate_constrained(
-        "INTENT_CLASSIFY",
+        Node.INTENT_CLASSIFY,
         conversation(SYSTEM_PROMPT, user, state.conversation_history),
         SCHEMA,
         temperature=TEMPERATURE,
         max_tokens=MAX_TOKENS,
     )
     update = {"intent": out.intent, "task_summary": out.task_summary, "suggested_tool": out.suggested_tool}
-    return update, out.model_dump()
+    output = out.model_dump()
+    requested = write_requests(state.user_query)
+    if out.intent == "DIRECT" and requested:
+        # Code overrules the model: a request to change the record is never answered with prose alone.
+        update.update(intent="TOOL_NEEDED", suggested_tool=requested[0])
+        output["overruled"] = f"the clinician asked to change the record ({requested[0]}): TOOL_NEEDED"
+    return update, output

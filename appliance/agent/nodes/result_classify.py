@@ -1,10 +1,10 @@
-"""Node 5, RESULT_CLASSIFY (LLM, T=0.0): what happened, never what to do next (seed 002 §4)."""
+"""Node 5, RESULT_CLASSIFY (LLM, T=0.0): what happened, never what to do next (docs/design.md §4.5)."""
 
 from __future__ import annotations
 
 from appliance.agent.nodes.common import conversation, token_budget
 from appliance.agent.schemas import ResultAssessment
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
 
 SCHEMA = ResultAssessment
@@ -28,7 +28,7 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         f"Source: {last.tool_label}\nResult:\n{last.error or last.formatted_result}"
     )
     out = model.generate_constrained(
-        "RESULT_CLASSIFY", conversation(SYSTEM_PROMPT, user), SCHEMA,
+        Node.RESULT_CLASSIFY, conversation(SYSTEM_PROMPT, user), SCHEMA,
         temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
     )
     update = {"last_result_classification": out.quality, "last_result_summary": out.brief_summary}

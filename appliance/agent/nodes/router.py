@@ -1,4 +1,4 @@
-"""Node 6, DETERMINISTIC_ROUTER (code only): every "what next" decision (seed 002 §9, §11).
+"""Node 6, DETERMINISTIC_ROUTER (code only): every "what next" decision (docs/design.md §9, §11).
 
 Invariants:
 - A pure function of the state and limits; no model call, no I/O.
@@ -7,7 +7,7 @@ Invariants:
 - A tool that was skipped by the error handler counts as handled, so a skip continues the
   task instead of selecting the same tool again.
 
-Choices beyond the seed, written down here: a patient ID already known (typed in the query or
+Choices beyond the seed (docs/design.md §14): a patient ID already known (typed in the query or
 the patient open in the terminal) removes search_patient from what a pattern requires; a
 patient search with zero matches ends the loop (nothing further can be looked up); the error
 path is taken when the call failed (code knows), not when the model labels a successful result
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node
 
 ERROR_QUALITIES = ("error_retryable", "error_fatal")
 
@@ -63,7 +63,7 @@ TASK_PATTERNS = (
 
 @dataclass(frozen=True)
 class Route:
-    next: str  # "TOOL_SELECT" | "ERROR_HANDLER" | "SYNTHESIZE"
+    next: Node  # TOOL_SELECT, ERROR_HANDLER or SYNTHESIZE
     reason: str
     clarification: str | None = None
     strict_selection: bool = False
@@ -132,12 +132,12 @@ def route(state: AgentState, limits: Limits = Limits()) -> Route:
     if state.current_tool == "none":
         complete, why = task_status(state, limits)
         if complete:
-            return Route("SYNTHESIZE", f"no further tool proposed and {why}")
-        return Route("TOOL_SELECT", f"no further tool proposed, but {why}", strict_selection=True)
+            return Route(Node.SYNTHESIZE, f"no further tool proposed and {why}")
+        return Route(Node.TOOL_SELECT, f"no further tool proposed, but {why}", strict_selection=True)
     if last is None:
-        return Route("SYNTHESIZE", "no tool has run")
+        return Route(Node.SYNTHESIZE, "no tool has run")
     if last.error_type is not None:
-        return Route("ERROR_HANDLER", f"the last result was an error ({last.error_type})")
+        return Route(Node.ERROR_HANDLER, f"the last result was an error ({last.error_type})")
     overruled = ""
     if state.last_result_classification in ERROR_QUALITIES:
         # Code knows the call succeeded and returned data; retrying it would repeat a good call.
@@ -146,10 +146,10 @@ def route(state: AgentState, limits: Limits = Limits()) -> Route:
         total = last.result.get("total_matches", 0)
         if total > 1:
             return Route(
-                "SYNTHESIZE", f"{total} patients match; asking the clinician which one",
+                Node.SYNTHESIZE, f"{total} patients match; asking the clinician which one",
                 clarification=clarification_for_matches(last.result, last.args.get("name", "")),
             )
         if total == 0:
-            return Route("SYNTHESIZE", "no patient matched; nothing further can be looked up")
+            return Route(Node.SYNTHESIZE, "no patient matched; nothing further can be looked up")
     complete, why = task_status(state, limits)
-    return Route("SYNTHESIZE" if complete else "TOOL_SELECT", overruled + why)
+    return Route(Node.SYNTHESIZE if complete else Node.TOOL_SELECT, overruled + why)

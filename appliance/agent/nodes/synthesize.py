@@ -1,4 +1,4 @@
-"""Node 7, SYNTHESIZE (LLM, free text, T=0.5, 256 tokens; seed 002 §4, §7, §8).
+"""Node 7, SYNTHESIZE (LLM, free text, T=0.5, 256 tokens; docs/design.md §4.8, §7, §8).
 
 Invariants:
 - The prompt holds the query, the task summary, results with clinical labels, pre-formatted
@@ -6,8 +6,10 @@ Invariants:
 - A clarification (ask_user) is code's question, returned verbatim without a model call, so
   the list of candidate patients can never be invented.
 - The answer is never empty and never names a tool: internal names are replaced by their
-  clinical labels (in the streamed pieces too), and an empty generation falls back to the
-  pre-formatted findings.
+  clinical labels (in the streamed pieces too). An empty generation, one that repeats the
+  instructions or the prompt, or one that uses none of the findings it was given falls back
+  to the pre-formatted findings (``answer_problem``; the trace says which).
+- A request to change the record that ended with no write says "The record was not changed."
 - An answer cut by the token limit ends at its last whole sentence, and the trace says so.
 """
 
@@ -16,10 +18,11 @@ from __future__ import annotations
 import re
 import threading
 
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.llm.prompt import Message
-from mcp_servers.contracts import TOOL_LABELS
+from appliance.agent.write_requests import NOT_CHANGED, write_requests
+from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 
 TEMPERATURE = 0.5
 MAX_TOKENS = 256
@@ -121,11 +124,12 @@ def run(
     on_token: TokenCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> tuple[dict, dict]:
-    if state.clarification_request:
+    if state.clarification_request:  # the request is still being worked out with the clinician
         if on_token:
             on_token(state.clarification_request)
         update = {"final_response": state.clarification_request}
         return update, {"kind": "clarification", "model_call": False}
+    unchanged = record_unchanged(state)
     messages = [Message("system", SYSTEM_PROMPT)]
     for role, text in state.conversation_history:
         messages.append(Message("user" if role == "user" else "assistant", text))
@@ -133,7 +137,7 @@ def run(
     stream = ScrubbedStream(on_token) if on_token else None
     try:
         text = model.generate_free(
-            "SYNTHESIZE", messages, temperature=TEMPERATURE, max_tokens=MAX_TOKENS, on_token=stream, cancel=cancel
+            Node.SYNTHESIZE, messages, temperature=TEMPERATURE, max_tokens=MAX_TOKENS, on_token=stream, cancel=cancel
         )
     finally:
         if stream:
@@ -143,11 +147,64 @@ def run(
     cut = stats is not None and stats.finish_reason == "length"
     if cut:
         answer = whole_sentences(answer)
-    fallback = not answer
-    if fallback:
+    problem = answer_problem(answer, state)
+    if problem:
         answer = scrub_internal_names(fallback_answer(state))
-    output = {"kind": "answer", "fallback_used": fallback, "characters": len(answer), "cut_at_token_limit": cut}
+    if unchanged and not _SAYS_UNCHANGED.search(answer):
+        answer = f"{answer}\n\n{NOT_CHANGED}"
+    output = {"kind": "answer", "fallback_used": problem is not None, "fallback_reason": problem,
+              "characters": len(answer), "cut_at_token_limit": cut, "record_unchanged_said": unchanged}
     return {"final_response": answer}, output
+
+
+_SAYS_UNCHANGED = re.compile(r"\b(not changed|nothing was (written|saved|changed|recorded)|was not (written|saved|"
+                             r"recorded|prescribed)|no changes? (was|were) made)\b", re.IGNORECASE)
+
+
+def record_unchanged(state: AgentState) -> bool:
+    """The clinician asked to change the record and no write went through this turn."""
+    if not write_requests(state.user_query):
+        return False
+    return not any(r.tool_name in WRITE_TOOLS and r.error_type is None for r in state.tool_results)
+
+
+# -- the answer guard: a base model may echo its instructions or ignore what was found ------
+_SHINGLE = 6  # words in a run that counts as echoed
+_SCAFFOLD = ("clinician's question:", "clinical context:", "information found:", "unavailable information:",
+             "image findings (automated analysis", "include only the most critical findings")
+_STOPWORDS = frozenset("""a an and are as at be been but by for from has have in is it its of on or that the this
+to was were will with not no this these those their there which who what when where how patient patients""".split())
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*", text.lower())
+
+
+def _shingles(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)}
+
+
+_INSTRUCTION_SHINGLES = _shingles(_words(SYSTEM_PROMPT))
+
+
+def answer_problem(answer: str, state: AgentState) -> str | None:
+    """Why an answer must not be shown (then the pre-formatted findings are), or None:
+    empty; repeats the instructions or the prompt's scaffolding; or, when sources returned
+    findings, shares not one content word with them."""
+    if not answer.strip():
+        return "empty"
+    lowered = answer.lower()
+    if any(marker in lowered for marker in _SCAFFOLD) or _shingles(_words(answer)) & _INSTRUCTION_SHINGLES:
+        return "repeated the instructions"
+    # What reads found (a write's confirmation needs no repeating of its record id).
+    findings = " ".join(r.formatted_result for r in state.tool_results
+                        if r.error_type is None and r.tool_name not in WRITE_TOOLS)
+    if state.image_findings:
+        findings += " " + " ".join(map(str, state.image_findings.get("findings") or ()))
+    content = {w for w in _words(findings) if len(w) > 3 and w not in _STOPWORDS}
+    if content and not content & set(_words(answer)):
+        return "used none of the findings"
+    return None
 
 
 _SENTENCE_END = re.compile(r"[.!?][)\]\"']*(?=\s|$)")

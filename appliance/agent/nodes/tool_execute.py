@@ -13,7 +13,7 @@ Invariants:
   counts as missing and the clinician is asked. Values the clinician edits in the approval
   dialog are theirs by definition.
 - Results carry clinical labels; errors become pre-formatted clinician-safe text before any
-  model sees them (seed 002 §10). The raw text is kept only for the trace.
+  model sees them (docs/design.md §10). The raw text is kept only for the trace.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 
 from pydantic import ValidationError
 
 from appliance.agent.nodes.input_assembly import SHORT_ID_RE, UUID_RE
 from appliance.agent.state import AgentState, ToolResult
 from appliance.tools.base import Approver, ToolBox, ToolOutcome
+from appliance.wording import plural
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS, WRITE_TOOLS
 
 ERROR_TEMPLATES = {
@@ -110,13 +112,13 @@ def summarize_result(result: dict | None) -> str:
     if not result:
         return "empty result"
     if "total_matches" in result:
-        return f"{result['total_matches']} match(es)"
+        return plural(result["total_matches"], "match")
     for key, value in result.items():
         if isinstance(value, list):
-            return f"{len(value)} {key}"
+            return plural(len(value), key.rstrip("s"), key) if key.endswith("s") else f"{len(value)} {key}"
     if "id" in result:
         return "record created"
-    return f"{len(result)} field(s)"
+    return plural(len(result), "field")
 
 
 def validate_args(tool: str, args: dict | None) -> tuple[dict | None, str | None, list[str]]:
@@ -199,28 +201,34 @@ def execute(
         unsaid = ungrounded_fields(tool, clean, said)
         if unsaid:
             return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
+    waited = None
     if tool in WRITE_TOOLS:
+        asked = time.perf_counter()
         approval = approver(tool, dict(clean))
+        waited = time.perf_counter() - asked
         if not approval.approved:
-            return _error_result(tool, clean, "rejected_by_user", approval.reason)
+            return replace(_error_result(tool, clean, "rejected_by_user", approval.reason), approval_seconds=waited)
         clean, error_type, missing = validate_args(tool, approval.args)
         if not error_type and grounded_ids is not None and clean["patient_id"] not in grounded_ids:
             error_type, missing = "missing_required_args", ["patient_id"]
         if error_type:
-            return _error_result(tool, approval.args, error_type, "edited arguments failed validation", missing)
+            result = _error_result(tool, approval.args, error_type, "edited arguments failed validation", missing)
+            return replace(result, approval_seconds=waited)
     started = time.perf_counter()
     outcome: ToolOutcome = tools.call(tool, clean, deadline)
     seconds = time.perf_counter() - started
     if not outcome.ok:
-        return _error_result(tool, clean, outcome.error_type, outcome.message, seconds=seconds)
+        return replace(_error_result(tool, clean, outcome.error_type, outcome.message, seconds=seconds),
+                       approval_seconds=waited)
     try:
         formatted = format_result(tool, outcome.result or {})
         json.dumps(outcome.result)
     except (TypeError, ValueError, KeyError):
-        return _error_result(tool, clean, "invalid_response", "result was not JSON-shaped", seconds=seconds)
+        return replace(_error_result(tool, clean, "invalid_response", "result was not JSON-shaped", seconds=seconds),
+                       approval_seconds=waited)
     return ToolResult(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=clean, result=outcome.result,
-        formatted_result=formatted, seconds=seconds,
+        formatted_result=formatted, seconds=seconds, approval_seconds=waited,
     )
 
 

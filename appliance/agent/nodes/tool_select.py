@@ -1,4 +1,4 @@
-"""Node 3, TOOL_SELECT (LLM, T=0.0), two stages (seed 002 §4):
+"""Node 3, TOOL_SELECT (LLM, T=0.0), two stages (docs/design.md §4.3):
 
 1. the tool name, from full descriptions and one example matched to INTENT_CLASSIFY's hint;
 2. that tool's arguments, with deterministic entity hints injected.
@@ -14,7 +14,7 @@ import json
 
 from appliance.agent.nodes.common import conversation, token_budget
 from appliance.agent.schemas import NextToolSelection, ToolSelection
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
 from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS
 
@@ -23,7 +23,7 @@ STAGE1_MAX_TOKENS = token_budget(NextToolSelection, 64)
 STAGE2_SEED_MAX_TOKENS = 128
 UNCUT_TOOLS = frozenset({"save_clinical_note"})  # a dictated note is never cut to fit 128 tokens
 
-# One example per tool; the one matching suggested_tool is shown (seed 002 §4: 1-shot).
+# One example per tool; the one matching suggested_tool is shown (docs/design.md §8: one example).
 EXAMPLES = {
     "check_drug_safety": "Are there any boxed warnings for amiodarone?",
     "check_drug_interactions": "Can I give clarithromycin to someone on simvastatin?",
@@ -66,7 +66,7 @@ def results_context(state: AgentState) -> str:
 
 
 def entity_hints(state: AgentState) -> list[str]:
-    """Deterministic hints (seed 002 §4): regex/dictionary finds and unambiguous earlier results."""
+    """Deterministic hints (docs/design.md §4.3): regex/dictionary finds and unambiguous earlier results."""
     e = state.extracted_entities
     hints = [f"Detected patient ID: {pid}" for pid in e.patient_ids]
     if state.selected_patient_id and state.selected_patient_id not in e.patient_ids:
@@ -88,7 +88,7 @@ def _stage1(state: AgentState, model: LanguageModel) -> str:
     if state.tool_results:
         parts.append("Results so far:\n" + results_context(state))
     out = model.generate_constrained(
-        "TOOL_SELECT", conversation(system, "\n\n".join(parts)), schema,
+        Node.TOOL_SELECT, conversation(system, "\n\n".join(parts)), schema,
         temperature=TEMPERATURE, max_tokens=STAGE1_MAX_TOKENS,
     )
     return out.tool_name
@@ -105,7 +105,7 @@ def _stage2(state: AgentState, model: LanguageModel, tool: str, failure: str | N
     if failure:
         parts.append(f"The previous arguments {failure}. Choose different arguments.")
     out = model.generate_constrained(
-        "TOOL_SELECT", conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history), schema,
+        Node.TOOL_SELECT, conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history), schema,
         temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS, whole=tool in UNCUT_TOOLS),
     )
     return out.model_dump()

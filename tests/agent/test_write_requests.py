@@ -1,0 +1,90 @@
+"""Code decides whether the clinician asked to change the record: a table of what clinicians
+type, and the graph's two outcomes (routed to the write, or "The record was not changed.")."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.agent.graph import Agent
+from appliance.agent.write_requests import ALLERGY, NOT_CHANGED, NOTE, PRESCRIBE, write_requests
+from appliance.config import Settings
+from appliance.llm.fake import ScriptedModel
+from appliance.tools.base import deny_all
+from appliance.tools.scripted import ScriptedToolBox
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Prescribe metformin 500mg for abc-123", (PRESCRIBE,)),
+    ("Please prescribe amoxicillin 500 mg three times daily", (PRESCRIBE,)),
+    ("Can you start her on aspirin 81 mg daily?", (PRESCRIBE,)),
+    ("Find John Smith and start him on lisinopril 10 mg daily", (PRESCRIBE,)),
+    ("Add a penicillin allergy for her", (ALLERGY,)),
+    ("Document a penicillin allergy with hives for abc-123", (ALLERGY,)),
+    ("Record that he is allergic to latex", (ALLERGY,)),
+    ("Write a progress note for abc-123: stable, review in 3 months", (NOTE,)),
+    ("Save a note: asked about interactions with warfarin; prescribe nothing today", (NOTE,)),
+    ("Can you add a note that she declined the flu vaccine", (NOTE,)),
+    ("Add a latex allergy and prescribe cetirizine 10 mg daily", (ALLERGY, PRESCRIBE)),
+    # questions and reads are not requests to write
+    ("Is warfarin 10 mg once daily safe for this patient?", ()),
+    ("Should I prescribe amoxicillin?", ()),
+    ("What is hypertension?", ()),
+    ("Check interactions between warfarin and aspirin", ()),
+    ("Pull up his chart and check his meds", ()),
+    ("Start a new session", ()),
+    ('He said "prescribe me something strong"', ()),  # quoted words are data
+])
+def test_write_requests(text, expected):
+    assert write_requests(text) == expected
+
+
+def agent(script: dict, tools: dict | None = None) -> tuple[Agent, ScriptedModel, ScriptedToolBox]:
+    model = ScriptedModel(script)
+    box = ScriptedToolBox(tools or {}, fallback=None, drug_names=["amoxicillin", "metformin"])
+    return Agent(model, box, Settings(), deny_all), model, box
+
+
+DIRECT = {"intent": "DIRECT", "task_summary": "General question.", "suggested_tool": None}
+
+
+def test_a_write_request_the_model_calls_direct_is_routed_to_the_write():
+    script = {"INTENT_CLASSIFY": [DIRECT],
+              "TOOL_SELECT": [{"tool_name": "prescribe_medication"},
+                              {"patient_id": "abc-123", "medication_name": "amoxicillin", "dosage": "500 mg",
+                               "frequency": "three times daily", "notes": None}],
+              "RESULT_CLASSIFY": [{"quality": "error_fatal", "brief_summary": "Not approved."}],
+              "SYNTHESIZE": ["Amoxicillin is a penicillin antibiotic."]}
+    a, model, box = agent(script)
+    result = a.run_turn("Prescribe amoxicillin 500 mg three times daily for abc-123")
+    assert result.path[:4] == ["INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE"]
+    assert result.intent == "TOOL_NEEDED"
+    assert "asked to change the record" in result.trace[1].output["overruled"]
+    assert box.calls == []  # deny_all: nothing written
+    assert result.response.endswith(NOT_CHANGED)  # and the answer says so
+
+
+def test_a_question_about_a_drug_is_answered_without_a_write_and_without_the_notice():
+    script = {"INTENT_CLASSIFY": [DIRECT], "SYNTHESIZE": ["Amoxicillin is a penicillin antibiotic."]}
+    a, _, _ = agent(script)
+    result = a.run_turn("Is amoxicillin a penicillin?")
+    assert result.path == ["INPUT_ASSEMBLY", "INTENT_CLASSIFY", "SYNTHESIZE"]
+    assert result.response == "Amoxicillin is a penicillin antibiotic."
+
+
+def test_answers_carry_the_demo_notice_and_patient_data_carries_the_chart_reminder():
+    chart = {"patient": {"patient_id": "abc-123", "name": "John Smith"}, "allergies": [], "medications": []}
+    script = {"INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Chart review.",
+                                   "suggested_tool": "get_patient_chart"}],
+              "TOOL_SELECT": [{"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"}],
+              "RESULT_CLASSIFY": [{"quality": "success_rich", "brief_summary": "Chart returned."}],
+              "SYNTHESIZE": ["John Smith has no medications recorded."]}
+    a, _, _ = agent(script, {"get_patient_chart": [{"result": chart}]})
+    result = a.run_turn("Review the chart of abc-123")
+    assert result.model_notice == "demo model: answers are not clinical advice"
+    assert result.disclaimer and "verify" in result.disclaimer
+    assert result.to_json()["model_notice"] == result.model_notice
+    plain, _, _ = agent({"INTENT_CLASSIFY": [DIRECT], "SYNTHESIZE": ["Hello."]})
+    assert plain.run_turn("Hello").disclaimer is None
+    clinical = Agent(ScriptedModel({"INTENT_CLASSIFY": [DIRECT], "SYNTHESIZE": ["Hello."]}),
+                     ScriptedToolBox({}, None, []), Settings(model="medgemma-1.5-4b-it"))
+    assert clinical.run_turn("Hello").model_notice is None

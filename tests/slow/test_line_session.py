@@ -1,0 +1,44 @@
+"""The line session (`appliance session`) as a script drives it: scripted model, real MCP
+servers over stdio, real standard input and output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def session(tmp_path: Path, script: dict, lines: list[str], *args: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    env = {**os.environ, "APPLIANCE_HOME": str(tmp_path / "home"), "FASTMCP_CHECK_FOR_UPDATES": "off"}
+    subprocess.run([sys.executable, "-m", "tui.launcher", "init", "--no-model"], env=env, cwd=ROOT, check=True,
+                   capture_output=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "tui.launcher", "session", "--script", str(path), *args],
+                          input="\n".join(lines) + "\n", env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_demo_notice_and_the_chart_reminder_in_the_line_session(tmp_path):
+    script = {
+        "INTENT_CLASSIFY": [{"intent": "DIRECT", "task_summary": "General question.", "suggested_tool": None},
+                            {"intent": "TOOL_NEEDED", "task_summary": "Chart review.", "suggested_tool": "get_patient_chart"}],
+        "TOOL_SELECT": [{"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"}],
+        "RESULT_CLASSIFY": [{"quality": "success_rich", "brief_summary": "Chart returned."}],
+        "SYNTHESIZE": ["Hypertension is persistently raised arterial pressure.",
+                       "John Smith has type 2 diabetes and takes metformin."],
+    }
+    done = session(tmp_path, script, ["What is hypertension?", "Review the chart of abc-123", "/quit"])
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "*** DEMO MODEL: ANSWERS ARE NOT CLINICAL ADVICE ***" in out
+    first, second = out.split("Hypertension is persistently raised arterial pressure.")[1].split("John Smith has")
+    assert "[demo model: answers are not clinical advice]" in first and "verify it against the chart" not in first
+    assert "verify it against the chart" in second

@@ -1,0 +1,47 @@
+"""The floor plan in pyproject.toml ([tool.importlinter]) holds: no import runs from a lower
+floor to a higher one, no two sibling modules import each other in a cycle at any depth, and
+the core never imports Textual. Lazy imports inside functions count as much as top-level ones.
+
+import-linter runs as ``lint-imports`` would, in a subprocess from the repository root, so a
+broken contract fails with its own report (which import, from which line).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOORS = ["tui", "appliance", "mcp_servers", "ehr_db | models", "common"]
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def importlinter_config() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+
+
+def test_the_floor_plan_is_written_down_without_exceptions():
+    config = importlinter_config()
+    contracts = {c["type"]: c for c in config["contracts"]}
+    assert contracts["layers"]["layers"] == FLOORS
+    assert set(config["root_packages"]) == {p for floor in FLOORS for p in floor.split(" | ")}
+    assert set(contracts["acyclic_siblings"]["ancestors"]) == set(config["root_packages"])
+    for contract in config["contracts"]:
+        assert not contract.get("ignore_imports"), f"{contract['name']} has exceptions"
+
+
+def test_the_import_contracts_hold():
+    # The CLI's own entry point; --no-cache keeps .import_linter_cache out of the tree.
+    proc = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+         "--no-cache", "--no-logo"],
+        cwd=ROOT, capture_output=True, text=True, timeout=100,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept = len(importlinter_config()["contracts"])
+    assert f"Contracts: {kept} kept, 0 broken." in proc.stdout, proc.stdout
