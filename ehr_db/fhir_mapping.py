@@ -16,6 +16,7 @@ import binascii
 from collections.abc import Callable
 from typing import Any
 
+from common.patient_ids import is_patient_id
 from ehr_db.codes import (
     LOINC_SYSTEM,
     RXNORM_SYSTEM,
@@ -74,6 +75,8 @@ def subject_patient(resource: dict, resolve: Resolver, key: str = "subject") -> 
 
 
 def patient_row(r: dict, resolve: Resolver) -> dict:
+    if not is_patient_id(r["id"]):  # the agent could never name such a patient
+        raise Skip("id is not a FHIR resource id (letters, digits, '-' and '.', up to 64)")
     names = r.get("name") or []
     name = next((n for n in names if n.get("use") == "official"), _first(names)) or {}
     given = " ".join(name.get("given") or [])

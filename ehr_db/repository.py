@@ -135,7 +135,7 @@ class EhrRepository:
     def get_patient_chart(self, patient_id: str, today: date | None = None) -> dict[str, Any]:
         """Demographics, active problems, medications, allergies, latest labs and vitals
         (units, reference ranges, H/L/N flags) and the most recent notes."""
-        pid = validation.required_text("patient_id", patient_id, 64)
+        pid = validation.patient_id(patient_id)
         today = today or datetime.now(timezone.utc).date()
         with self._open() as db, read_snapshot(db):
             rows = list(db.query("SELECT * FROM patients WHERE id = ?", [pid]))
@@ -253,7 +253,7 @@ class EhrRepository:
     def prescribe_medication(self, patient_id: str, medication_name: str, dosage: str,
                              frequency: str, notes: str | None = None, *, author: str) -> str:
         """Create an active medication order; returns its id."""
-        pid = validation.required_text("patient_id", patient_id, 64)
+        pid = validation.patient_id(patient_id)
         args = {
             "medication_name": validation.required_text("medication_name", medication_name, 200),
             "dosage": validation.dosage(dosage),
@@ -274,7 +274,7 @@ class EhrRepository:
     def add_allergy(self, patient_id: str, substance: str, reaction: str,
                     severity: str | None, *, author: str) -> str:
         """Record an active allergy or intolerance; returns its id."""
-        pid = validation.required_text("patient_id", patient_id, 64)
+        pid = validation.patient_id(patient_id)
         args = {
             "substance": validation.required_text("substance", substance, 200),
             "reaction": validation.required_text("reaction", reaction, 500),
@@ -294,7 +294,7 @@ class EhrRepository:
     def save_clinical_note(self, patient_id: str, note_type: str, note_text: str, *,
                            author: str) -> str:
         """Save a current clinical note; returns its id."""
-        pid = validation.required_text("patient_id", patient_id, 64)
+        pid = validation.patient_id(patient_id)
         args = {
             "note_type": validation.note_type(note_type),
             "note_text": validation.required_text("note_text", note_text, 20000),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from common.patient_ids import MAX_PATIENT_ID_LENGTH, is_patient_id
 from ehr_db.errors import InvalidField
 from ehr_db.migrations import NOTE_TYPES, SEVERITIES
 
@@ -71,6 +72,14 @@ def optional_text(field: str, value: object, max_length: int) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return required_text(field, value, max_length)
+
+
+def patient_id(value: object) -> str:
+    """A FHIR resource id (``common.patient_ids``): letters, digits, '-' and '.', up to 64."""
+    text = required_text("patient_id", value, MAX_PATIENT_ID_LENGTH)
+    if not is_patient_id(text):
+        raise InvalidField("patient_id", "may hold only letters, digits, '-' and '.'")
+    return text
 
 
 def _squash(text: str) -> str:

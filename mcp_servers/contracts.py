@@ -15,15 +15,23 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.patient_ids import MAX_PATIENT_ID_LENGTH
+
 # Bounded strings keep a weak model from running away inside a JSON string.
 Name = Annotated[str, Field(min_length=1, max_length=60)]
 ShortText = Annotated[str, Field(min_length=1, max_length=120)]
-# Demo IDs are "abc-123"; imported (Synthea) IDs are UUIDs: 36 characters.
-PatientId = Annotated[str, Field(min_length=1, max_length=40)]
+
+# Demo IDs are "abc-123", imported (Synthea) ones UUIDs; any FHIR resource id is accepted
+# (common.patient_ids) and the record answers "patient_not_found" for one it does not hold.
+# Only the length is in the schema: the agent parses the model's arguments against it and the
+# grammar takes no patterns, so the character rule is checked by code after the parse (the
+# agent's TOOL_EXECUTE and the record), where a malformed ID becomes a question, not a failure.
+PatientId = Annotated[str, Field(min_length=1, max_length=MAX_PATIENT_ID_LENGTH)]
 
 
 class _Args(BaseModel):
@@ -219,3 +227,31 @@ def parse_tool_error(message: str) -> tuple[str, str]:
     if sep and head in ERROR_TYPES:
         return head, rest
     return "server_error", message
+
+
+# -- drugs the knowledge server does not hold --------------------------------------------------
+# The caveat that goes with them, word for word from the server to the clinician's answer:
+# absence from a reference never means a drug or a combination is safe.
+NOT_IN_DATABASE_CAVEATS: dict[str, str] = {
+    "check_drug_safety": "this does not mean it is safe",
+    "check_drug_interactions": "this does not mean the combination is safe",
+}
+_NOT_FOUND = " not found in the local drug database"
+
+
+def drugs_not_found_text(tool: str, names: list[str]) -> str:
+    """The server's text for drugs it does not hold: each name quoted, then the tool's caveat.
+    ``drugs_not_found`` reads the names back."""
+    quoted = ", ".join(f"'{n}'" for n in names)
+    what = "interaction" if tool == "check_drug_interactions" else "safety"
+    them = "it" if len(names) == 1 else "them"
+    caveat = NOT_IN_DATABASE_CAVEATS.get(tool, NOT_IN_DATABASE_CAVEATS["check_drug_safety"])
+    return f"{quoted}{_NOT_FOUND}; no {what} information is available for {them} here ({caveat})"
+
+
+def drugs_not_found(text: str) -> tuple[str, ...]:
+    """The drug names of a ``drugs_not_found_text``, in order; empty for any other text."""
+    head, sep, _ = text.partition(_NOT_FOUND)
+    if not sep:
+        return ()
+    return tuple(re.findall(r"'(.*?)'(?=, '|$)", head))

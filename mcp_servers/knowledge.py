@@ -29,7 +29,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from mcp_servers import knowledge_queries as queries
-from mcp_servers.contracts import Name, tool_error_message
+from mcp_servers.contracts import Name, drugs_not_found_text, tool_error_message
 from mcp_servers.knowledge_store import (
     AmbiguousDrugName,
     DrugNotFound,
@@ -60,18 +60,15 @@ def configure(db_path: Path | str | None) -> None:
 
 
 @contextmanager
-def _read() -> Iterator:
+def _read(tool: str = "check_drug_safety") -> Iterator:
+    """A read-only connection; expected failures become ToolErrors worded for ``tool`` (an
+    unknown drug's caveat is the tool's, from ``contracts.NOT_IN_DATABASE_CAVEATS``)."""
     path = _db.ready()
     db = connect(path, read_only=True)
     try:
         yield db
     except DrugNotFound as exc:
-        names = ", ".join(f"'{n}'" for n in exc.names)
-        raise ToolError(tool_error_message(
-            "drug_not_in_database",
-            f"{names} not found in the local drug database; no safety information is available for "
-            f"{'it' if len(exc.names) == 1 else 'them'} here (this does not mean it is safe)",
-        )) from None
+        raise ToolError(tool_error_message("drug_not_in_database", drugs_not_found_text(tool, exc.names))) from None
     except AmbiguousDrugName as exc:
         raise ToolError(tool_error_message(
             "ambiguous_drug_name", f"'{exc.name}' matches several drugs: {', '.join(exc.candidates)}; name the generic"
@@ -90,7 +87,7 @@ def check_drug_safety(drug_name: Name) -> dict:
     name, whether there is a boxed warning and its text, contraindications, major warnings and
     the source of the information. Fails with drug_not_in_database when the drug is unknown.
     """
-    with _read() as db:
+    with _read("check_drug_safety") as db:
         return queries.drug_safety(db, drug_name)
 
 
@@ -104,7 +101,7 @@ def check_drug_interactions(
     moderate, minor), mechanism and management, plus names that were not recognised. An empty
     interaction list means no known interaction among the recognised drugs.
     """
-    with _read() as db:
+    with _read("check_drug_interactions") as db:
         return queries.check_interactions(db, drug_names)
 
 

@@ -5,7 +5,8 @@ Invariants:
 - An unknown drug is always reported as such (``DrugNotFound``), never as "no warning" or
   "no interaction". A name that maps to several generics raises ``AmbiguousDrugName``.
 - Interaction checks cover every unordered pair of distinct recognised drugs; "no known
-  interaction" is only ever said about drugs that are in the database.
+  interaction" is only ever said about drugs that are in the database, and unrecognised names
+  come with the caveat that their absence does not mean the combination is safe.
 - Full-text ranking uses FTS5 bm25 over rows matching every query term; only when no row
   does are rows matching some of the terms returned (still ranked by bm25). Long texts are clipped for the model, never silently dropped
   (the result says when it clipped).
@@ -19,6 +20,7 @@ import re
 
 import sqlite_utils
 
+from mcp_servers.contracts import drugs_not_found_text
 from mcp_servers.knowledge_store import (
     SEVERITIES,
     AmbiguousDrugName,
@@ -203,6 +205,8 @@ def check_interactions(db: sqlite_utils.Database, drug_names: list[str]) -> dict
     return {
         "drugs_checked": [{"name": n, "generic_name": g} for n, g in recognised],
         "not_recognised": unknown,
+        # Said with the names, so a reader of the result cannot take their absence for safety.
+        "not_recognised_note": drugs_not_found_text("check_drug_interactions", unknown) if unknown else "",
         "ambiguous": ambiguous,
         "same_drug_given_twice": same_drug,
         "pairs_checked": len(pairs),

@@ -22,7 +22,7 @@ import time
 
 from textual import work
 
-from appliance.agent.nodes.input_assembly import DrugDictionary
+from appliance.agent.drugs import DrugRecogniser, library_lexicon
 from appliance.errors import ApplianceError
 from common.locations import logs_dir
 from mcp_servers.contracts import TOOL_SERVERS
@@ -100,6 +100,7 @@ class ServiceHandling:
             return
         try:
             names = abandonable(self._quitting, tools.drug_names)
+            library_lexicon()  # read the bundled drug dictionary here, not on the UI thread (about 0.6 s)
         except Closing:
             threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
             return
@@ -200,7 +201,7 @@ class ServiceHandling:
             return
         from appliance.agent.graph import Agent
 
-        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugDictionary(self.drug_names))
+        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugRecogniser(self.drug_names))
         if self.turn is not None and not self.turn.started:
             self._start_turn(self.turn)
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from appliance.agent.drugs import DrugRecogniser
 from appliance.agent.nodes import (
     error_handler,
     input_assembly,
@@ -30,7 +31,6 @@ from appliance.agent.nodes import (
     tool_execute,
     tool_select,
 )
-from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.agent.state import NODE_LABELS, AgentState, Node, RouterDecision, TraceEvent
 from appliance.config import Settings
 from appliance.errors import ApplianceError, TurnCancelled
@@ -103,11 +103,11 @@ class Agent:
     tools: ToolBox
     settings: Settings = field(default_factory=Settings)
     approver: Approver = deny_all
-    drugs: DrugDictionary | None = None
+    drugs: DrugRecogniser | None = None
 
     def __post_init__(self):
         if self.drugs is None:
-            self.drugs = DrugDictionary(self.tools.drug_names())
+            self.drugs = DrugRecogniser(self.tools.drug_names())
         self.limits = router.Limits(
             max_steps=self.settings.max_steps,
             max_retries=self.settings.max_retries,

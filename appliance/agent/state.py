@@ -49,9 +49,12 @@ NODE_LABELS: dict[Node, str] = {
 class ExtractedEntities:
     patient_ids: tuple[str, ...] = ()
     patient_names: tuple[str, ...] = ()
-    drug_mentions: tuple[str, ...] = ()
+    drug_mentions: tuple[str, ...] = ()  # generic names, this message
     action_verbs: tuple[str, ...] = ()
     has_image: bool = False
+    # Generic names of the drugs the clinician named in this message or the recent exchanges:
+    # a write's drug may be the generic of the brand they wrote (tool_execute's grounding).
+    drugs_named: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class ToolResult:
     error_type: str | None = None
     raw_error: str | None = None  # for the trace only
     missing_fields: tuple[str, ...] = ()
+    invalid_fields: tuple[str, ...] = ()  # arguments refused as malformed (invalid_args)
     seconds: float = 0.0
     approval_seconds: float | None = None  # a write's wait for the clinician's decision
 

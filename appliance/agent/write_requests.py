@@ -8,19 +8,21 @@ question that only mentions a drug ("is warfarin 10 mg safe for her?", "should I
 Invariants:
 - A request is an imperative clause: the verb opens the message or a clause ("..., then
   prescribe ..."), optionally after a politeness ("please", "can you", "go ahead and").
-- Dictated text is data: what follows "note:" or sits inside quotes never makes a request.
+- Dictated text is data: the words are read through ``dictation.instruction_text``, so what
+  follows "note:" or sits inside quotes never makes a request.
 """
 
 from __future__ import annotations
 
 import re
 
+from appliance.agent.dictation import instruction_text
+
 PRESCRIBE, ALLERGY, NOTE = "prescribe_medication", "add_allergy", "save_clinical_note"
 
 # Lead-ins that keep a clause imperative; "should I" / "is it" / "what if" do not.
 _LEAD = r"(?:(?:please|kindly|now|also|then|and|ok|okay|so)\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|go ahead and\s+|i(?:'d| would)? (?:like|want) (?:you )?to\s+|let's\s+)*"
 _CLAUSE_SPLIT = re.compile(r"(?:[.;!?\n]|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)\s+)", re.IGNORECASE)
-_DICTATION = re.compile(r"(\bnote\s*:|:\s*\").*$|\"[^\"]*\"|“[^”]*”", re.IGNORECASE | re.DOTALL)
 
 _RULES: tuple[tuple[str, re.Pattern], ...] = (
     (ALLERGY, re.compile(_LEAD + r"(?:add|record|document|log|enter|note|flag|chart)\b.*\b(?:allerg\w*|intoleran\w*|anaphyla\w*)", re.IGNORECASE)),
@@ -35,7 +37,7 @@ def _clauses(text: str) -> list[str]:
 
 def write_requests(text: str) -> tuple[str, ...]:
     """The write tools the clinician's words ask for, in order of mention (empty for none)."""
-    head = _DICTATION.sub(" ", text)
+    head = instruction_text(text)
     wanted: dict[str, None] = {}
     for clause in _clauses(head):
         for tool, rule in _RULES:

@@ -1,4 +1,9 @@
-"""Small helpers the LLM nodes share: message assembly and token budgets."""
+"""Small helpers the LLM nodes share: message assembly, token budgets, and how prompts list
+the tools.
+
+Invariant: every prompt that lists the tools lists all of them in ``PROMPT_TOOLS`` order (by
+name, so no tool is singled out by coming first), each with its example from ``TOOL_EXAMPLES``
+(one per tool, so no tool is the only one shown by example)."""
 
 from __future__ import annotations
 
@@ -6,6 +11,21 @@ from pydantic import BaseModel
 
 from appliance.llm.grammar import max_output_chars
 from appliance.llm.prompt import Message
+from mcp_servers.contracts import ARG_SCHEMAS
+
+PROMPT_TOOLS: tuple[str, ...] = tuple(sorted(ARG_SCHEMAS))
+TOOL_EXAMPLES: dict[str, str] = {
+    "add_allergy": "Add a sulfa allergy with rash for pat-003.",
+    "analyze_medical_image": "What does this chest X-ray show?",
+    "check_drug_interactions": "Can I give clarithromycin to someone on simvastatin?",
+    "check_drug_safety": "Boxed warnings for amiodarone?",
+    "find_clinical_trials": "Recruiting trials for mesothelioma?",
+    "get_patient_chart": "Show me the chart of pat-004.",
+    "prescribe_medication": "Start lisinopril 10 mg daily for pat-002.",
+    "save_clinical_note": "Save a note for pat-001: doing well.",
+    "search_medical_literature": "Evidence for SGLT2 inhibitors in heart failure?",
+    "search_patient": "Find the patient Ana Lopez.",
+}
 
 
 def conversation(system: str, user: str, history: tuple[tuple[str, str], ...] = ()) -> list[Message]:

@@ -1,7 +1,9 @@
 """Node 5a, ERROR_HANDLER (hybrid; docs/design.md §4.7, §9.2, §10).
 
 Code decides ask_user and skip (the model scores 0% on those); only the choice between
-retrying as is and retrying with different arguments goes to the model (T=0.0).
+retrying as is and retrying with different arguments goes to the model (T=0.0). An argument
+the clinician can fix (a missing value, a patient ID the record does not hold or that is
+malformed) is a question to the clinician, never a retry.
 
 Invariants:
 - ``decide`` is a pure function of the state and limits.
@@ -47,6 +49,8 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
         if "patient_id" in last.missing_fields:
             return ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
         return ErrorDecision("ask_user", "required details are missing", f"I need more information to complete this request: {fields}.")
+    if etype == "patient_not_found" or (etype == "invalid_args" and "patient_id" in last.invalid_fields):
+        return _ask_which_patient(etype, last.args.get("patient_id"))
     if etype == "ambiguous_drug_name":
         return ErrorDecision("ask_user", "the drug name is ambiguous", f"The drug name is ambiguous: {last.raw_error or 'please give the full name'}.")
     if etype == "rejected_by_user":
@@ -63,6 +67,22 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
     if etype == "service_unavailable" and state.retry_count >= 1:
         return ErrorDecision("skip", "the service is still unavailable", f"The {label} is currently unavailable.")
     return ErrorDecision("llm_retry", "retryable error: the model chooses how to retry")
+
+
+def _ask_which_patient(etype: str, patient_id: object) -> ErrorDecision:
+    """A patient ID the record refused is the clinician's to fix: a question, never a retry
+    (the same ID fails again) nor a silent skip."""
+    shown = " ".join(str(patient_id or "").split())
+    shown = shown if len(shown) <= 64 else shown[:64] + "..."
+    if not shown:
+        return ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
+    if etype == "patient_not_found":
+        return ErrorDecision("ask_user", "the record holds no patient with that ID",
+                             f"{shown} is not a patient ID I know: the record holds no such patient. "
+                             "Which patient did you mean? Give a name or a patient ID.")
+    return ErrorDecision("ask_user", "the patient ID is malformed",
+                         f"'{shown}' is not a patient ID (an ID has only letters, digits, '-' and '.'). "
+                         "Which patient did you mean? Give a name or a patient ID.")
 
 
 def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, dict, Node, str]:

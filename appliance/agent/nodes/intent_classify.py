@@ -5,7 +5,7 @@ It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments
 
 from __future__ import annotations
 
-from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, token_budget
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node
 from appliance.agent.write_requests import write_requests
@@ -15,15 +15,19 @@ SCHEMA = IntentClassification
 TEMPERATURE = 0.0
 MAX_TOKENS = token_budget(SCHEMA, 256)
 
-SYSTEM_PROMPT = """You are a clinical decision-support assistant connected to the clinic's health record and to local medical knowledge sources.
+# Every tool, in name order, with one example request each: no tool is first or alone by design.
+_TOOL_LINES = "\n".join(f'- {name}: "{TOOL_EXAMPLES[name]}"' for name in PROMPT_TOOLS)
+
+SYSTEM_PROMPT = f"""You are a clinical decision-support assistant connected to the clinic's health record and to local medical knowledge sources.
 
 Classify the clinician's message and summarise the task.
 
 - DIRECT: greetings, thanks, and general medical questions that medical knowledge alone answers (for example "What is hypertension?", "Hello", "How does metformin work?").
 - TOOL_NEEDED: anything that needs a specific patient's record, a drug safety or interaction lookup, a literature or clinical trial search, a prescription, an allergy entry, a clinical note, or analysis of an attached image.
 
-Write task_summary as one short clinical sentence (under 40 words). If the answer is TOOL_NEEDED, set suggested_tool to the most relevant tool name, otherwise null.
-Tool names: check_drug_safety, check_drug_interactions, search_medical_literature, find_clinical_trials, search_patient, get_patient_chart, prescribe_medication, add_allergy, save_clinical_note, analyze_medical_image.
+Write task_summary as one short clinical sentence (under 40 words). If TOOL_NEEDED, set suggested_tool to the tool that fits the request best, otherwise null.
+Tools, each with an example request:
+{_TOOL_LINES}
 Answer with JSON only."""
 
 

@@ -3,12 +3,14 @@
 Invariants:
 - A pure function of the state and limits; no model call, no I/O.
 - The model never judges sufficiency: completion is step cap, duplicate call, or task
-  patterns (keywords in the query -> tools that must have run), else one good tool is enough.
+  patterns (the steps the clinician's instruction names -> tools that must have run;
+  ``task_patterns``), else one good tool is enough. Dictated text names no step.
 - A tool that was skipped by the error handler counts as handled, so a skip continues the
   task instead of selecting the same tool again.
 
-Choices beyond the seed (docs/design.md §14): a patient ID already known (typed in the query or
-the patient open in the terminal) removes search_patient from what a pattern requires; a
+Choices beyond the seed (docs/design.md §14): a patient ID already known (typed in the query, or
+the patient open in the terminal or current in the line session when the query names no
+patient) removes search_patient from what a pattern requires; a
 patient search with zero matches ends the loop (nothing further can be looked up); the error
 path is taken when the call failed (code knows), not when the model labels a successful result
 as an error (that label is overruled and recorded in the reason).
@@ -16,10 +18,10 @@ as an error (that label is overruled and recorded in the reason).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from appliance.agent.state import AgentState, Node
+from appliance.agent.task_patterns import SEARCH, Step, named_steps
 
 ERROR_QUALITIES = ("error_retryable", "error_fatal")
 
@@ -32,36 +34,6 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class TaskPattern:
-    name: str
-    requires: frozenset[str]
-    any_of: tuple[str, ...] = ()  # one of these words
-    all_of: tuple[tuple[str, ...], ...] = ()  # for each group, one of its words
-
-    def matches(self, query: str) -> bool:
-        def has(words: tuple[str, ...]) -> bool:
-            return any(re.search(rf"\b{re.escape(w)}\b", query, re.IGNORECASE) for w in words)
-
-        if self.any_of and not has(self.any_of):
-            return False
-        return all(has(group) for group in self.all_of)
-
-
-TASK_PATTERNS = (
-    TaskPattern("drug_safety", frozenset({"check_drug_safety"}), any_of=("safety", "safe", "warning", "warnings", "boxed warning", "FDA")),
-    TaskPattern("drug_interaction", frozenset({"check_drug_interactions"}), any_of=("interaction", "interactions", "combining", "together with")),
-    TaskPattern(
-        "patient_lookup_and_review",
-        frozenset({"search_patient", "get_patient_chart"}),
-        all_of=(("patient",), ("chart", "record", "summary")),
-    ),
-    TaskPattern("prescribe", frozenset({"prescribe_medication"}), any_of=("prescribe", "start", "order")),
-    TaskPattern("literature_search", frozenset({"search_medical_literature"}), any_of=("studies", "study", "research", "evidence", "literature", "PubMed")),
-    TaskPattern("clinical_trial", frozenset({"find_clinical_trials"}), any_of=("trial", "trials", "recruiting", "experimental")),
-)
-
-
-@dataclass(frozen=True)
 class Route:
     next: Node  # TOOL_SELECT, ERROR_HANDLER or SYNTHESIZE
     reason: str
@@ -69,21 +41,26 @@ class Route:
     strict_selection: bool = False
 
 
-def matched_patterns(query: str) -> list[TaskPattern]:
-    return [p for p in TASK_PATTERNS if p.matches(query)]
+def matched_patterns(query: str) -> tuple[Step, ...]:
+    return named_steps(query)
 
 
 def patient_id_known(state: AgentState) -> bool:
-    return bool(state.extracted_entities.patient_ids or state.selected_patient_id)
+    """An ID in the clinician's words, or the open (current) patient unless the words name a
+    patient: "patient Maria Garcia" with John Smith open still needs a search."""
+    e = state.extracted_entities
+    return bool(e.patient_ids or (state.selected_patient_id and not e.patient_names))
 
 
 def required_tools(state: AgentState) -> set[str]:
-    needed: set[str] = set()
-    for pattern in matched_patterns(state.user_query):
-        needed |= pattern.requires
+    steps = matched_patterns(state.user_query)
+    needed = {step.tool for step in steps}
     if state.extracted_entities.patient_names and not patient_id_known(state):
         needed.add("search_patient")
-    if patient_id_known(state):
+    # "Find John Smith ..." names a patient as surely as "patient John Smith": only a typed ID
+    # stands in for that search, not the patient who happens to be open.
+    searched_by_name = SEARCH in steps and not state.extracted_entities.patient_ids
+    if patient_id_known(state) and not searched_by_name:
         needed.discard("search_patient")
     return needed
 
@@ -91,6 +68,14 @@ def required_tools(state: AgentState) -> set[str]:
 def handled_tools(state: AgentState) -> set[str]:
     done = {r.tool_name for r in state.tool_results if r.error_type is None}
     return done | set(state.skipped_tools)
+
+
+def steps_not_done(state: AgentState) -> tuple[Step, ...]:
+    """The steps the request names that neither ran nor were skipped, in the order named."""
+    missing = required_tools(state) - handled_tools(state)
+    steps = [SEARCH] if "search_patient" in missing else []
+    steps += [s for s in matched_patterns(state.user_query) if s.tool in missing and s.tool != "search_patient"]
+    return tuple(steps)
 
 
 def is_duplicate_call(state: AgentState) -> bool:

@@ -10,6 +10,11 @@ Invariants:
   instructions or the prompt, or one that uses none of the findings it was given falls back
   to the pre-formatted findings (``answer_problem``; the trace says which).
 - A request to change the record that ended with no write says "The record was not changed."
+- A step the request named that did not run (the loop ended at the step limit, on a repeated
+  call or an empty patient search) is named in code's words in the prompt and the fallback
+  (``not_done_message``).
+- A drug the database does not hold keeps the server's caveat word for word: an answer that
+  drops it gets code's message about those drugs appended (``dropped_caveats``).
 - An answer cut by the token limit ends at its last whole sentence, and the trace says so.
 """
 
@@ -18,11 +23,13 @@ from __future__ import annotations
 import re
 import threading
 
+from appliance.agent.nodes.router import steps_not_done
+from appliance.agent.nodes.tool_execute import not_in_database_message
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.llm.prompt import Message
 from appliance.agent.write_requests import NOT_CHANGED, write_requests
-from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
+from mcp_servers.contracts import NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, WRITE_TOOLS
 
 TEMPERATURE = 0.5
 MAX_TOKENS = 256
@@ -92,13 +99,33 @@ def user_message(state: AgentState) -> str:
     results = [r.formatted_result for r in state.tool_results if r.error_type is None]
     if results:
         sections.append("Information found:\n" + "\n\n".join(results))
-    if state.error_messages:
-        sections.append("Unavailable information:\n" + "\n".join(f"- {m}" for m in dict.fromkeys(state.error_messages)))
+    unavailable = unavailable_messages(state)
+    if unavailable:
+        sections.append("Unavailable information:\n" + "\n".join(f"- {m}" for m in unavailable))
     text = "\n\n".join(sections)
     successful = {r.tool_name for r in state.tool_results if r.error_type is None}
     if len(successful) == 1 and successful <= BRIEF_TOOLS:
         text = BRIEF_PREFIX + text
     return text
+
+
+NOT_DONE = "Part of the request was not done: {steps}."
+
+
+def not_done_message(state: AgentState) -> str | None:
+    """Code's sentence naming every step the request named that neither ran nor was skipped
+    (skips bring their own message), or None when each was done or no tool was asked for."""
+    if state.intent != "TOOL_NEEDED":
+        return None
+    steps = steps_not_done(state)
+    return NOT_DONE.format(steps="; ".join(s.says for s in steps)) if steps else None
+
+
+def unavailable_messages(state: AgentState) -> list[str]:
+    """The pre-formatted errors, once each, then what was not done."""
+    messages = list(dict.fromkeys(state.error_messages))
+    not_done = not_done_message(state)
+    return messages + [not_done] if not_done else messages
 
 
 def image_section(findings: dict) -> str:
@@ -112,7 +139,7 @@ def image_section(findings: dict) -> str:
 def fallback_answer(state: AgentState) -> str:
     parts = [image_section(state.image_findings)] if state.image_findings else []
     parts += [r.formatted_result for r in state.tool_results if r.error_type is None]
-    parts += list(dict.fromkeys(state.error_messages))
+    parts += unavailable_messages(state)
     if not parts:
         return "I could not produce an answer to that question. Please rephrase it or try again."
     return "Here is what was found:\n" + "\n\n".join(parts)
@@ -152,9 +179,29 @@ def run(
         answer = scrub_internal_names(fallback_answer(state))
     if unchanged and not _SAYS_UNCHANGED.search(answer):
         answer = f"{answer}\n\n{NOT_CHANGED}"
+    for message in dropped_caveats(answer, state):
+        answer = f"{answer}\n\n{message}"
     output = {"kind": "answer", "fallback_used": problem is not None, "fallback_reason": problem,
               "characters": len(answer), "cut_at_token_limit": cut, "record_unchanged_said": unchanged}
     return {"final_response": answer}, output
+
+
+def dropped_caveats(answer: str, state: AgentState) -> list[str]:
+    """Code's messages about drugs the database does not hold whose caveat the answer lacks."""
+    messages: dict[str, None] = {}
+    for r in state.tool_results:
+        caveat = NOT_IN_DATABASE_CAVEATS.get(r.tool_name)
+        if caveat is None:
+            continue
+        if r.error_type == "drug_not_in_database":
+            message = r.error
+        elif r.error_type is None and r.result and r.result.get("not_recognised_note"):
+            message = not_in_database_message(r.tool_name, r.args, r.result["not_recognised_note"])
+        else:
+            message = None
+        if message and caveat in message and caveat.lower() not in answer.lower():
+            messages.setdefault(message, None)
+    return list(messages)
 
 
 _SAYS_UNCHANGED = re.compile(r"\b(not changed|nothing was (written|saved|changed|recorded)|was not (written|saved|"

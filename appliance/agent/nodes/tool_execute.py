@@ -5,15 +5,21 @@ Invariants:
   reach a server.
 - Write tools run only after the approver says yes, with the (possibly edited) arguments
   re-validated; a rejection is an error result, nothing is written.
-- A patient ID is used only when it is grounded: typed by the clinician, the patient open in
-  the terminal, or returned by an earlier call this turn. An ID the model produced from
-  nowhere counts as missing, so code asks the clinician instead of acting on a guess.
+- A patient ID is used only when it is grounded: typed by the clinician in this message
+  (recognised as an ID, picked from code's list of matches, or written there verbatim as a
+  word with a digit), the patient open in the terminal (current in the line session), or
+  returned by an earlier call this turn. An ID the model produced from nowhere counts as
+  missing, so code asks the clinician instead of acting on a guess. A well-formed ID the
+  record does not hold is the record's answer ("patient_not_found"), and a question.
 - The clinical values of a write (drug, dose, frequency; allergen, reaction) must be the
   clinician's own words, in this message or the recent exchanges: a value the model filled in
-  counts as missing and the clinician is asked. Values the clinician edits in the approval
-  dialog are theirs by definition.
+  counts as missing and the clinician is asked; a drug may be the generic name of one they
+  named ("Tylenol" written, acetaminophen prescribed). Values the clinician edits in the
+  approval dialog are theirs by definition.
 - Results carry clinical labels; errors become pre-formatted clinician-safe text before any
-  model sees them (docs/design.md §10). The raw text is kept only for the trace.
+  model sees them (docs/design.md §10). The raw text is kept only for the trace; from a drug
+  the database does not hold, code reads only the names it gives (``contracts.drugs_not_found``)
+  and repeats the tool's caveat from the contract.
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from appliance.agent.nodes.input_assembly import SHORT_ID_RE, UUID_RE
 from appliance.agent.state import AgentState, ToolResult
 from appliance.tools.base import Approver, ToolBox, ToolOutcome
 from appliance.wording import plural
-from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS, WRITE_TOOLS
+from common.patient_ids import is_patient_id
+from mcp_servers.contracts import ARG_SCHEMAS, NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, WRITE_TOOLS, drugs_not_found
 
 ERROR_TEMPLATES = {
     "timeout": "The {tool_label} was temporarily unavailable. Please try again shortly.",
@@ -54,6 +60,7 @@ GROUNDED_WRITE_FIELDS = {
     "add_allergy": ("substance", "reaction"),
 }
 _WORD_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
+_ID_WORD_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 _ENTITY_KEYS = ("drug_name", "name", "patient_id", "query", "condition", "substance", "medication_name")
 MAX_FORMATTED_CHARS = 1500
 
@@ -122,19 +129,22 @@ def summarize_result(result: dict | None) -> str:
 
 
 def validate_args(tool: str, args: dict | None) -> tuple[dict | None, str | None, list[str]]:
-    """(clean args, error type, missing fields)."""
+    """(clean args, error type, fields): the missing fields for ``missing_required_args``, the
+    rejected ones for ``invalid_args``. A patient ID must be well formed (any FHIR resource id,
+    ``common.patient_ids``; surrounding spaces are dropped); whether the record holds it is
+    the record's answer."""
     try:
         clean = ARG_SCHEMAS[tool].model_validate(args or {}).model_dump()
     except ValidationError as exc:
-        missing = [
-            ".".join(map(str, e["loc"]))
-            for e in exc.errors()
-            if e["type"] in ("missing", "string_too_short", "too_short")
-        ]
-        return None, ("missing_required_args" if missing else "invalid_args"), missing
-    pid = clean.get("patient_id")
-    if pid is not None and not (UUID_RE.fullmatch(pid) or SHORT_ID_RE.fullmatch(pid)):
-        return None, "invalid_args", []
+        fields = {".".join(map(str, e["loc"])): e["type"] for e in exc.errors()}
+        missing = [f for f, kind in fields.items() if kind in ("missing", "string_too_short", "too_short")]
+        if missing:
+            return None, "missing_required_args", missing
+        return None, "invalid_args", list(fields)
+    if "patient_id" in clean:
+        clean["patient_id"] = clean["patient_id"].strip()
+        if not is_patient_id(clean["patient_id"]):
+            return None, "invalid_args", ["patient_id"]
     return clean, None, []
 
 
@@ -152,8 +162,18 @@ def said_by_clinician(value: str, clinician_text: str) -> bool:
     return any(have[i:i + n] == want for i in range(len(have) - n + 1))
 
 
-def ungrounded_fields(tool: str, args: dict, clinician_text: str) -> list[str]:
-    return [f for f in GROUNDED_WRITE_FIELDS.get(tool, ()) if not said_by_clinician(str(args.get(f) or ""), clinician_text)]
+# Write fields that name a drug: the generic of a drug the clinician named is theirs too
+# ("Tylenol" written, "acetaminophen" prescribed), since INPUT_ASSEMBLY offers the generic.
+DRUG_FIELDS = frozenset({"medication_name", "substance"})
+
+
+def ungrounded_fields(tool: str, args: dict, clinician_text: str, drugs_named: tuple[str, ...] = ()) -> list[str]:
+    named = {tuple(words(g)) for g in drugs_named}
+    return [
+        f for f in GROUNDED_WRITE_FIELDS.get(tool, ())
+        if not said_by_clinician(str(args.get(f) or ""), clinician_text)
+        and not (f in DRUG_FIELDS and tuple(words(str(args.get(f) or ""))) in named)
+    ]
 
 
 def clinician_text(state: AgentState) -> str:
@@ -162,19 +182,38 @@ def clinician_text(state: AgentState) -> str:
     return "\n".join(said + [state.user_query])
 
 
+def not_in_database_message(tool: str, args: dict, raw: str | None) -> str:
+    """Only the drugs the server says it does not hold (not every drug of the request), with
+    the server's caveat word for word: absence from the database does not mean safe."""
+    names = drugs_not_found(raw or "") or (primary_entity(tool, args),)
+    message = f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} not found in the drug database"
+    caveat = NOT_IN_DATABASE_CAVEATS.get(tool)
+    return f"{message} ({caveat})." if caveat else message + "."
+
+
 def _error_result(tool: str, args: dict, error_type: str, raw: str | None, fields=None, seconds=0.0) -> ToolResult:
     message = format_error(tool, error_type, args, fields)
+    if error_type == "drug_not_in_database":
+        message = not_in_database_message(tool, args, raw)
     if error_type == "rejected_by_user" and raw and raw.strip():
         message += f" Reason given: {raw.strip().rstrip('.')}."
+    invalid = error_type == "invalid_args"
     return ToolResult(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=args, result=None, formatted_result=message,
-        error=message, error_type=error_type, raw_error=raw, missing_fields=tuple(fields or ()),
+        error=message, error_type=error_type, raw_error=raw,
+        missing_fields=() if invalid else tuple(fields or ()), invalid_fields=tuple(fields or ()) if invalid else (),
         seconds=seconds,
     )
 
 
+def typed_ids(text: str) -> set[str]:
+    """Words of ``text`` that hold a digit and are well-formed patient IDs: what the clinician
+    typed, even where it is too short to be recognised as an ID in text ("pat-7")."""
+    return {w for w in _ID_WORD_RE.findall(text) if any(c.isdigit() for c in w) and is_patient_id(w)}
+
+
 def grounded_patient_ids(state: AgentState) -> set[str]:
-    ids = set(state.extracted_entities.patient_ids)
+    ids = set(state.extracted_entities.patient_ids) | typed_ids(state.user_query)
     if state.selected_patient_id:
         ids.add(state.selected_patient_id)
     for r in state.tool_results:
@@ -187,10 +226,11 @@ def grounded_patient_ids(state: AgentState) -> set[str]:
 
 def execute(
     tool: str, args: dict | None, tools: ToolBox, approver: Approver, deadline: float,
-    grounded_ids: set[str] | None = None, said: str | None = None,
+    grounded_ids: set[str] | None = None, said: str | None = None, drugs_named: tuple[str, ...] = (),
 ) -> ToolResult:
-    """Run one tool call. ``grounded_ids`` and ``said`` (the clinician's words) enable the
-    grounding checks; without them (direct calls from tests and tools) none is made."""
+    """Run one tool call. ``grounded_ids`` and ``said`` (the clinician's words, with
+    ``drugs_named``: the generics of the drugs they named) enable the grounding checks; without
+    them (direct calls from tests and tools) none is made."""
     args = args or {}
     clean, error_type, missing = validate_args(tool, args)
     if error_type:
@@ -198,7 +238,7 @@ def execute(
     if grounded_ids is not None and "patient_id" in clean and clean["patient_id"] not in grounded_ids:
         return _error_result(tool, clean, "missing_required_args", "patient ID not grounded", ["patient_id"])
     if said is not None:
-        unsaid = ungrounded_fields(tool, clean, said)
+        unsaid = ungrounded_fields(tool, clean, said, drugs_named)
         if unsaid:
             return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
     waited = None
@@ -218,7 +258,10 @@ def execute(
     outcome: ToolOutcome = tools.call(tool, clean, deadline)
     seconds = time.perf_counter() - started
     if not outcome.ok:
-        return replace(_error_result(tool, clean, outcome.error_type, outcome.message, seconds=seconds),
+        # The server names the rejected field first ("patient_id may hold only ..."); the
+        # error handler asks the clinician about a patient ID the record refused.
+        fields = ["patient_id"] if outcome.error_type == "invalid_args" and "patient_id" in (outcome.message or "") else None
+        return replace(_error_result(tool, clean, outcome.error_type, outcome.message, fields, seconds=seconds),
                        approval_seconds=waited)
     try:
         formatted = format_result(tool, outcome.result or {})
@@ -253,7 +296,7 @@ def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float) 
         result = image_result(state, state.current_args)
     else:
         result = execute(state.current_tool, state.current_args, tools, approver, deadline,
-                         grounded_patient_ids(state), clinician_text(state))
+                         grounded_patient_ids(state), clinician_text(state), state.extracted_entities.drugs_named)
     update = {
         "tool_results": [result],
         "step_count": state.step_count + 1,

@@ -1,6 +1,9 @@
 """Node 3, TOOL_SELECT (LLM, T=0.0), two stages (docs/design.md §4.3):
 
-1. the tool name, from full descriptions and one example matched to INTENT_CLASSIFY's hint;
+1. the tool name, from every tool's full description with one example request each (in name
+   order: no tool comes first by design), plus the example of INTENT_CLASSIFY's suggestion
+   when there is one. The request is shown without its dictated text
+   (``dictation.instruction_text``): a note's words do not choose the tool;
 2. that tool's arguments, with deterministic entity hints injected.
 
 Retries are code's decision: ``retry_same`` reuses the last call without any model call;
@@ -12,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.dictation import instruction_text
+from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, token_budget
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
@@ -23,26 +27,11 @@ STAGE1_MAX_TOKENS = token_budget(NextToolSelection, 64)
 STAGE2_SEED_MAX_TOKENS = 128
 UNCUT_TOOLS = frozenset({"save_clinical_note"})  # a dictated note is never cut to fit 128 tokens
 
-# One example per tool; the one matching suggested_tool is shown (docs/design.md §8: one example).
-EXAMPLES = {
-    "check_drug_safety": "Are there any boxed warnings for amiodarone?",
-    "check_drug_interactions": "Can I give clarithromycin to someone on simvastatin?",
-    "search_medical_literature": "What is the evidence for SGLT2 inhibitors in heart failure?",
-    "find_clinical_trials": "Are there recruiting trials for mesothelioma?",
-    "search_patient": "Look up the patient Ana Lopez.",
-    "get_patient_chart": "Show me the record of patient pat-004.",
-    "prescribe_medication": "Start lisinopril 10 mg once daily for pat-002.",
-    "add_allergy": "Document a sulfa allergy with rash for pat-003.",
-    "save_clinical_note": "Save a progress note for pat-001: doing well on current therapy.",
-    "analyze_medical_image": "What does this chest X-ray show?",
-}
-DEFAULT_EXAMPLE = "check_drug_safety"
-
-_TOOL_LIST = "\n".join(f"- {FULL_DESCRIPTIONS[name]}" for name in ARG_SCHEMAS)
+_TOOL_LIST = "\n".join(f'- {FULL_DESCRIPTIONS[name]} Example: "{TOOL_EXAMPLES[name]}"' for name in PROMPT_TOOLS)
 
 STAGE1_PROMPT = f"""You route a clinician's request to one tool. Choose the single most appropriate tool for the next step.
 
-Available tools:
+Available tools, each with an example request:
 {_TOOL_LIST}
 
 Answer with JSON only."""
@@ -52,9 +41,12 @@ STAGE1_NEXT_SUFFIX = '\nIf the results so far already cover the request, answer 
 STAGE2_PROMPT = """Extract the arguments for one tool call from the clinician's request. Use only information given in the request, the detected values, or earlier results. Answer with JSON only."""
 
 
-def _example(state: AgentState) -> str:
-    tool = state.suggested_tool if state.suggested_tool in EXAMPLES else DEFAULT_EXAMPLE
-    return f'Example:\nRequest: "{EXAMPLES[tool]}"\nAnswer: {{"tool_name":"{tool}"}}'
+def _example(state: AgentState) -> list[str]:
+    """The example of the tool INTENT_CLASSIFY suggested; none (never a default) without one."""
+    tool = state.suggested_tool
+    if tool not in TOOL_EXAMPLES:
+        return []
+    return [f'Example:\nRequest: "{TOOL_EXAMPLES[tool]}"\nAnswer: {{"tool_name":"{tool}"}}']
 
 
 def results_context(state: AgentState) -> str:
@@ -84,7 +76,7 @@ def _stage1(state: AgentState, model: LanguageModel) -> str:
     reentry = bool(state.tool_results) and not state.strict_selection
     schema = NextToolSelection if reentry else ToolSelection
     system = STAGE1_PROMPT + (STAGE1_NEXT_SUFFIX if reentry else "")
-    parts = [_example(state), f"Request: {state.user_query}", f"Clinical context: {state.task_summary}"]
+    parts = [*_example(state), f"Request: {instruction_text(state.user_query)}", f"Clinical context: {state.task_summary}"]
     if state.tool_results:
         parts.append("Results so far:\n" + results_context(state))
     out = model.generate_constrained(

@@ -1,0 +1,42 @@
+"""Fixtures for the safety-gate tests: the real demo EHR and knowledge databases, built once per
+module in a temporary data home, and charts read on a fixed date so ages do not drift."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from appliance.safety import StoreKnowledge
+from ehr_db.repository import EhrRepository
+from ehr_db.setup import ensure_database as ensure_ehr
+from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+
+# The demo file's "as_of" date: every age in the hand-written tables is taken on it.
+AS_OF = date(2026, 11, 1)
+
+
+@pytest.fixture(scope="module")
+def data_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    ensure_ehr(home / "ehr.sqlite")
+    ensure_knowledge(home / "knowledge.sqlite")
+    return home
+
+
+@pytest.fixture(scope="module")
+def knowledge(data_home) -> StoreKnowledge:
+    return StoreKnowledge(data_home / "knowledge.sqlite")
+
+
+@pytest.fixture(scope="module")
+def chart_of(data_home):
+    repo = EhrRepository(data_home / "ehr.sqlite")
+    cache: dict[str, dict] = {}
+
+    def read(patient_id: str) -> dict:
+        if patient_id not in cache:
+            cache[patient_id] = repo.get_patient_chart(patient_id, today=AS_OF)
+        return cache[patient_id]
+
+    return read

@@ -1,0 +1,196 @@
+"""The safety report (order, text, audit), the headless policy, and the knowledge lookups."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from appliance.safety import (
+    AmbiguousDrug, KnowledgeUnavailable, ToolBoxKnowledge, check_prescription, headless_decision,
+)
+from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, sort_findings
+from appliance.tools.base import ToolOutcome
+from mcp_servers import knowledge as knowledge_server
+from mcp_servers.contracts import parse_tool_error
+from tests.safety.safety_helpers import FakeKnowledge, make_chart, safety_of
+
+PENICILLIN_ANAPHYLAXIS = [("Penicillin", "Anaphylaxis", "severe")]
+
+
+def _report(findings, **kw) -> SafetyReport:
+    checked = dict.fromkeys(("drug_data", "allergies", "interactions", "duplicates", "pregnancy", "renal", "age"), True)
+    return SafetyReport(kw.get("drug", "x"), (), (), sort_findings(findings), checked)
+
+
+# -- report ----------------------------------------------------------------------------------
+def test_findings_are_sorted_most_severe_first(knowledge):
+    chart = make_chart(80, meds=["Warfarin", "Lisinopril"], labs=[("33914-3", "eGFR", 25)],
+                       allergies=[("Naproxen", "Dyspepsia", "mild")])
+    report = check_prescription("ibuprofen", chart, knowledge)
+    order = ["high", "moderate", "low", "info"]
+    severities = [f.severity for f in report.findings]
+    assert severities == sorted(severities, key=order.index)
+    assert report.blocking and report.lines()[0].startswith("HIGH ")
+
+
+def test_formatted_text_lists_every_finding_and_says_when_there_are_none(knowledge):
+    report = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
+    text = report.formatted()
+    assert "1 high" in text and "HIGH allergy: Penicillin allergy recorded" in text
+    clear = check_prescription("amlodipine", make_chart(40, meds=["Metformin"]), knowledge)
+    assert clear.findings == () and clear.lines() == []
+    assert "no findings" in clear.formatted() and "interactions" in clear.formatted()
+
+
+def test_audit_entry_is_json_and_keeps_the_evidence(knowledge):
+    report = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
+    audit = json.loads(json.dumps(report.to_audit("specialist advice")))
+    assert audit["blocking"] is True and audit["override_reason"] == "specialist advice"
+    assert audit["resolved"] == ["amoxicillin"]
+    assert audit["findings"][0]["evidence"]["allergy"]["substance"] == "Penicillin"
+
+
+def test_finding_rejects_unknown_kinds():
+    with pytest.raises(ValueError):
+        Finding("vibes", "high", "x")
+
+
+# -- headless policy -------------------------------------------------------------------------
+def test_headless_refuses_a_blocking_report_without_a_reason(knowledge):
+    report = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
+    decision = headless_decision(report, None, how_to_override="pass --override-safety REASON")
+    assert not decision.allowed
+    assert "refused" in decision.message and "Penicillin allergy" in decision.message
+    assert "--override-safety" in decision.message and ".." not in decision.message
+    assert headless_decision(report, "   ").allowed is False  # a blank reason is no reason
+
+
+def test_headless_override_with_a_reason_runs_and_is_audited(knowledge):
+    report = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
+    decision = headless_decision(report, "  tolerated amoxicillin in 2025,\n allergy delabelled ")
+    assert decision.allowed
+    assert decision.audit["override_reason"] == "tolerated amoxicillin in 2025, allergy delabelled"
+    assert decision.audit["blocking"] is True
+
+
+def test_headless_runs_without_high_findings_and_still_audits_them(knowledge):
+    report = check_prescription("zorbitravine", make_chart(40), knowledge)
+    decision = headless_decision(report)
+    assert decision.allowed and decision.audit["findings"][0]["kind"] == "unknown_drug"
+
+
+# -- never a clear report for what was not checked ---------------------------------------------
+@pytest.mark.parametrize("drug", ["zorbitravine", "Made-Up Drug 10 mg", "cephalexin", "donepezil"])
+def test_an_unknown_drug_is_never_clear(drug, knowledge):
+    for chart in (make_chart(40), make_chart(40, meds=["Warfarin"]), {}):
+        report = check_prescription(drug, chart, knowledge)
+        unknown = [f for f in report.findings if f.kind == "unknown_drug"]
+        assert unknown and UNKNOWN_DRUG_TEXT in unknown[0].text
+        assert "no findings" not in report.formatted() and not report.complete
+
+
+def test_a_combination_is_checked_through_its_known_ingredient(knowledge):
+    report = check_prescription("amoxicillin-clavulanate", make_chart(60, meds=["Methotrexate"]), knowledge)
+    assert ("interaction", "high") in {(f.kind, f.severity) for f in report.findings}
+    unknown = [f for f in report.findings if f.kind == "unknown_drug"]
+    assert unknown and unknown[0].text.startswith("clavulanate in 'amoxicillin-clavulanate' not checked")
+    assert report.resolved == ("amoxicillin",)
+
+
+def test_an_ambiguous_name_is_a_finding():
+    fake = FakeKnowledge(safety={"tylenol pm": AmbiguousDrug("Tylenol PM", ["acetaminophen", "diphenhydramine"])})
+    report = check_prescription("Tylenol PM", make_chart(40), fake)
+    assert report.findings[0].kind == "unknown_drug" and "acetaminophen, diphenhydramine" in report.findings[0].text
+
+
+def test_an_unavailable_service_is_a_finding_not_a_clear_report():
+    fake = FakeKnowledge(safety={"warfarin": KnowledgeUnavailable("timeout")})
+    report = check_prescription("warfarin", make_chart(40, meds=["Aspirin"], problems=[("Pregnancy", "77386006")]),
+                                fake)
+    kinds = {(f.kind, f.severity) for f in report.findings}
+    assert ("not_checked", "moderate") in kinds
+    assert ("pregnancy", "high") in kinds  # the curated table still speaks
+    assert ("interaction", "high") in kinds  # so does the class rule (anticoagulant with NSAID)
+    assert not report.checked["drug_data"] and "no findings" not in report.formatted()
+
+
+def test_interaction_service_failure_is_reported():
+    class Failing(FakeKnowledge):
+        def interactions(self, names):
+            raise KnowledgeUnavailable("timeout")
+
+    fake = Failing(safety={"metformin": safety_of("metformin")})
+    report = check_prescription("metformin", make_chart(40, meds=["Lisinopril"]), fake)
+    assert any(f.kind == "not_checked" and f.severity == "moderate" for f in report.findings)
+    assert not report.checked["interactions"]
+
+
+def test_a_missing_or_malformed_chart_is_never_clear(knowledge):
+    for chart in ({}, {"patient": None, "medications": "x", "allergies": [None, 3]}, None):
+        report = check_prescription("warfarin", chart, knowledge)
+        gaps = [f for f in report.findings if f.kind == "not_checked" and f.source == "chart"]
+        assert gaps and gaps[0].severity == "moderate" and "not checked" in gaps[0].text
+        assert "no findings" not in report.formatted() and not report.complete
+
+
+# -- knowledge over the tools ----------------------------------------------------------------
+class ServerToolBox:
+    """The agent's ToolBox shape over the real knowledge MCP server, in memory."""
+
+    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
+        from fastmcp import Client
+
+        async def run():
+            async with Client(knowledge_server.mcp) as client:
+                return await client.call_tool(tool, args, raise_on_error=False)
+
+        result = asyncio.run(run())
+        if result.is_error:
+            error_type, text = parse_tool_error(result.content[0].text)
+            return ToolOutcome(error_type=error_type, message=text)
+        return ToolOutcome(result=result.structured_content)
+
+    def drug_names(self) -> list[str]:
+        return []
+
+
+@pytest.fixture
+def server_knowledge(data_home):
+    knowledge_server.configure(data_home / "knowledge.sqlite")
+    yield ToolBoxKnowledge(ServerToolBox(), deadline=10.0)
+    knowledge_server.configure(None)
+
+
+@pytest.mark.parametrize("patient, drug", [
+    ("abc-123", "metformin"), ("pat-005", "ibuprofen"), ("pat-010", "amoxicillin-clavulanate"),
+    ("pat-016", "tramadol"), ("pat-008", "zorbitravine"),
+])
+def test_tool_lookup_gives_the_same_report_as_the_store(patient, drug, chart_of, knowledge, server_knowledge):
+    chart = chart_of(patient)
+    assert check_prescription(drug, chart, server_knowledge) == check_prescription(drug, chart, knowledge)
+
+
+class ScriptedBox:
+    def __init__(self, outcome: ToolOutcome):
+        self.outcome = outcome
+
+    def call(self, tool, args, deadline):
+        return self.outcome
+
+
+def test_tool_lookup_maps_the_error_types():
+    not_found = ToolBoxKnowledge(ScriptedBox(ToolOutcome(error_type="drug_not_in_database", message="x")), 5)
+    assert not_found.drug_safety("zorbitravine") is None
+    assert not_found.interactions(["a", "b"])["not_recognised"] == ["a", "b"]
+    ambiguous = ToolBoxKnowledge(ScriptedBox(ToolOutcome(
+        error_type="ambiguous_drug_name", message="'X' matches several drugs: a, b; name the generic")), 5)
+    with pytest.raises(AmbiguousDrug) as exc:
+        ambiguous.drug_safety("X")
+    assert exc.value.candidates == ["a", "b"]
+    down = ToolBoxKnowledge(ScriptedBox(ToolOutcome(error_type="timeout", message="slow")), 5)
+    with pytest.raises(KnowledgeUnavailable):
+        down.drug_safety("warfarin")
+    with pytest.raises(KnowledgeUnavailable):
+        down.interactions(["warfarin", "aspirin"])
