@@ -1,0 +1,28 @@
+"""The medication safety gate (issue 15): code checks a prescription against the chart before
+anyone is asked to approve it.
+
+- ``check_prescription(drug, chart, knowledge) -> SafetyReport`` (``gate.py``): allergies and
+  class cross-reactivity, interactions with every active medication, duplicate therapy, and
+  pregnancy, renal function and age against the drug's safety data and curated tables.
+- ``SafetyReport`` (``report.py``): findings most severe first; ``blocking`` (a high finding),
+  ``lines()`` for the approval dialog, ``formatted()`` for SYNTHESIZE and the line session,
+  ``to_audit()`` for the write's audit row; ``headless_decision`` for ``--approve-writes``.
+- ``KnowledgeLookup`` (``knowledge.py``): the two lookups the gate needs, shaped exactly like
+  the knowledge server's check_drug_safety and check_drug_interactions results;
+  ``ToolBoxKnowledge`` calls those tools, ``StoreKnowledge`` reads a knowledge database in process.
+- ``classes.py`` and ``rules.py``: the curated tables, with their sources.
+
+The package sits in ``appliance`` (it may use ``mcp_servers`` and ``ehr_db`` below it) and
+never logs: charts are patient data.
+"""
+
+from appliance.safety.gate import check_prescription
+from appliance.safety.knowledge import (
+    AmbiguousDrug, KnowledgeLookup, KnowledgeUnavailable, StoreKnowledge, ToolBoxKnowledge,
+)
+from appliance.safety.report import Finding, GateDecision, SafetyReport, headless_decision, override_reason
+
+__all__ = [
+    "AmbiguousDrug", "Finding", "GateDecision", "KnowledgeLookup", "KnowledgeUnavailable", "SafetyReport",
+    "StoreKnowledge", "ToolBoxKnowledge", "check_prescription", "headless_decision", "override_reason",
+]

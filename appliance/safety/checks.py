@@ -1,0 +1,334 @@
+"""The chart checks of the medication safety gate, one pure function each.
+
+Each takes the prescribed drug (``Prescribed``: its name, the local data's generic and safety
+summary when known, its ingredients and classes) and parts of the chart, and returns findings.
+
+Invariants:
+- At most one finding per allergy row, per active medication (duplicate, class interaction),
+  and per chart-aware kind (pregnancy, renal, age): the most severe reason wins and the others
+  are kept in its evidence, so a report reads one line per problem.
+- A curated rule and the drug's safety data may both speak; the finding takes the higher
+  severity and names both sources.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.safety import chart as charts
+from appliance.safety.chart import ChartMedication
+from appliance.safety.classes import (
+    BY_REACTION, CLASS_ALLERGY, CLASSES, CROSS_CLASS_RULES, DUPLICATE_GROUPS, HIGH, INFO, LOW, LOW_CROSS, MODERATE,
+    RXNORM_TO_INGREDIENT, classes_named_in, classes_of, ingredients_in,
+)
+from appliance.safety.report import SEVERITIES, Finding
+from appliance.safety.rules import (
+    BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC, PAEDIATRIC_AGE, PAEDIATRIC_NOTE, PREGNANCY, RENAL,
+    RENAL_EXEMPT, RENAL_NEEDS_EGFR,
+)
+from mcp_servers.knowledge_store import lookup_keys
+
+CURATED = "curated table (appliance/safety)"
+DATA = "local drug data"
+
+
+@dataclass(frozen=True)
+class Prescribed:
+    name: str  # as prescribed
+    safeties: tuple[dict, ...]  # check_drug_safety's results: the whole name, or its known ingredients
+    ingredients: frozenset[str]
+    classes: frozenset[str]
+    whole: bool  # the local data knows the name as a whole (one generic)
+
+    @property
+    def generics(self) -> tuple[str, ...]:
+        """The local data's generic names the drug was checked as."""
+        return tuple(s["drug"] for s in self.safeties if s.get("drug"))
+
+    @property
+    def label(self) -> str:
+        return self.generics[0] if self.whole and self.generics else self.name
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return keys_of(self.ingredients)
+
+
+def keys_of(ingredients: frozenset[str]) -> frozenset[str]:
+    """Rule keys ("ing:x", "class:y") for a set of ingredients."""
+    return frozenset(f"ing:{i}" for i in ingredients) | frozenset(f"class:{c}" for c in classes_of(ingredients))
+
+
+def worst(severities) -> str:
+    return min(severities, key=SEVERITIES.index)
+
+
+def _clip(text: str, limit: int = 160, around: re.Match | None = None) -> str:
+    """At most about ``limit`` characters at word boundaries, centred on ``around`` when given."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    start = 0
+    if around is not None:
+        found = re.search(re.escape(" ".join(around.group(0).split())), text)
+        start = max(0, (found.start() if found else 0) - limit // 3)
+    piece = text[start:start + limit]
+    if start > 0:
+        piece = "... " + piece.split(" ", 1)[-1]
+    if start + limit < len(text):
+        piece = piece.rsplit(" ", 1)[0] + " ..."
+    return piece
+
+
+def names_match(a: str, b: str) -> bool:
+    """Same drug by name: equal lookup keys (salt, dose and form words dropped), or one name's
+    words start the other's ("albuterol" and "Albuterol inhaler")."""
+    for x in lookup_keys(a):
+        for y in lookup_keys(b):
+            if x == y:
+                return True
+            short, long_ = sorted((x.split(), y.split()), key=len)
+            if short and len(short[0]) >= 4 and long_[:len(short)] == short:
+                return True
+    return False
+
+
+def safety_sentences(safeties: tuple[dict, ...]) -> list[tuple[str, str]]:
+    """(field, sentence) pairs of the drug's boxed warnings, contraindications and warnings."""
+    out = []
+    items = []
+    for safety in safeties:
+        items.append(("boxed_warning", safety.get("boxed_warning")))
+        items += [("contraindications", c) for c in safety.get("contraindications") or []]
+        items += [("major_warnings", w) for w in safety.get("major_warnings") or []]
+    for field, text in items:
+        for sentence in re.split(r"(?<=[.;])\s+(?=[A-Z])", text or ""):
+            if sentence.strip():
+                out.append((field, sentence.strip()))
+    return out
+
+
+# -- allergies -------------------------------------------------------------------------------
+def _cross_severity(rule: str, severe: bool) -> str:
+    if rule == CLASS_ALLERGY:
+        return HIGH
+    if rule == BY_REACTION:
+        return HIGH if severe else MODERATE
+    if rule == LOW_CROSS:
+        return LOW
+    return rule  # a literal severity
+
+
+def _allergy_match(drug: Prescribed, row: dict) -> tuple[str, str, str] | None:
+    """(kind, severity, reason) for one allergy row, the strongest match only."""
+    substance = str(row.get("substance") or "")
+    allergen = set(ingredients_in(substance))
+    code = str(row.get("substance_code") or "")
+    if code in RXNORM_TO_INGREDIENT:
+        allergen.add(RXNORM_TO_INGREDIENT[code])
+    named = classes_named_in(substance)
+    allergen_classes = classes_of(allergen) | named
+    severe = charts.allergy_is_severe(row)
+
+    same = sorted(drug.ingredients & allergen)
+    if same:
+        return "allergy", HIGH, f"{drug.label} contains {', '.join(same)}"
+    for cid in sorted(drug.classes & named):
+        cls = CLASSES[cid]
+        if drug.ingredients & cls.low_cross_members:
+            return "cross_reactivity", LOW, f"{drug.label} is one of the {cls.label}, usually tolerated"
+        return "allergy", HIGH, f"{drug.label} is one of the {cls.label}"
+    best: tuple[str, str, str] | None = None
+    for cid in sorted(drug.classes & classes_of(allergen)):
+        cls = CLASSES[cid]
+        if not cls.allergy_cross:
+            continue
+        rule = LOW_CROSS if (drug.ingredients | allergen) & cls.low_cross_members else cls.allergy_cross
+        found = ("cross_reactivity", _cross_severity(rule, severe), f"{drug.label} and {substance} are both {cls.label}")
+        if best is None or SEVERITIES.index(found[1]) < SEVERITIES.index(best[1]):
+            best = found
+    for rule in CROSS_CLASS_RULES:
+        if rule.allergen_class in allergen_classes and rule.drug_class in drug.classes:
+            if rule.reaction_must_match and not re.search(rule.reaction_must_match, row.get("reaction") or "", re.I):
+                continue
+            found = ("cross_reactivity", _cross_severity(rule.severity, severe), f"{drug.label}: {rule.note}")
+            if best is None or SEVERITIES.index(found[1]) < SEVERITIES.index(best[1]):
+                best = found
+    if best:
+        return best
+    if substance and not named and names_match(substance, drug.name):
+        return "allergy", HIGH, f"the name {drug.name} matches the recorded allergen"
+    return None
+
+
+def allergy_findings(drug: Prescribed, chart: dict) -> list[Finding]:
+    findings = []
+    for row in charts.allergies(chart):
+        match = _allergy_match(drug, row)
+        if match is None:
+            continue
+        kind, severity, reason = match
+        details = "; ".join(str(v) for v in (row.get("reaction"), row.get("severity")) if v)
+        text = f"{row.get('substance')} allergy recorded ({details or 'no reaction recorded'}): {reason}"
+        findings.append(Finding(kind, severity, text, {"allergy": charts.allergy_evidence(row)}, CURATED))
+    return findings
+
+
+# -- duplicates ------------------------------------------------------------------------------
+def _duplicate(drug: Prescribed, med: ChartMedication) -> tuple[str, str] | None:
+    shared = sorted(drug.ingredients & med.ingredients)
+    if shared or ((not drug.ingredients or not med.ingredients) and names_match(drug.name, med.name)):
+        severity = worst([MODERATE] + [CLASSES[c].duplicate for c in classes_of(frozenset(shared))
+                                       if CLASSES[c].duplicate])
+        what = f"same ingredient ({', '.join(shared)})" if shared else "same drug by name"
+        return severity, f"{what}: check that this replaces, not adds to, the current order"
+    best: tuple[str, str] | None = None
+    for cid in sorted(drug.classes & classes_of(med.ingredients)):
+        cls = CLASSES[cid]
+        ours = (drug.ingredients & cls.members) - cls.duplicate_exempt
+        theirs = (med.ingredients & cls.members) - cls.duplicate_exempt
+        if cls.duplicate and ours and theirs:
+            found = (cls.duplicate, f"two {cls.label}")
+            if best is None or SEVERITIES.index(found[0]) < SEVERITIES.index(best[0]):
+                best = found
+    for group, severity, reason in DUPLICATE_GROUPS:
+        ours, theirs = drug.classes & group, classes_of(med.ingredients) & group
+        if ours and theirs and ours != theirs and best is None:
+            best = (severity, reason)
+    return best
+
+
+def duplicate_findings(drug: Prescribed, meds: list[ChartMedication]) -> list[Finding]:
+    findings = []
+    for med in meds:
+        found = _duplicate(drug, med)
+        if found:
+            status = med.row.get("status") or "active"
+            text = f"already on {med.name} ({status}): {found[1]}"
+            findings.append(Finding("duplicate", found[0], text, {"medication": med.evidence}, CURATED))
+    return findings
+
+
+# -- class-level interactions ----------------------------------------------------------------
+def class_interaction_findings(drug: Prescribed, meds: list[ChartMedication], judged: set[str]) -> list[Finding]:
+    """Curated class-level interactions, for medications the interaction data did not judge
+    together with the drug (names in ``judged`` were judged by it)."""
+    findings = []
+    for med in meds:
+        if med.name in judged:
+            continue
+        med_keys = keys_of(med.ingredients)
+        hits = []
+        for rule in CLASS_INTERACTIONS:
+            if (drug.ingredients | med.ingredients) & rule.exempt:
+                continue
+            if (rule.a & drug.keys and rule.b & med_keys) or (rule.b & drug.keys and rule.a & med_keys):
+                hits.append(rule)
+        if hits:
+            top = min(hits, key=lambda r: SEVERITIES.index(r.severity))
+            text = f"interaction with {med.name}: {top.text}"
+            evidence = {"medication": med.evidence, "rules": [r.text for r in hits]}
+            findings.append(Finding("interaction", top.severity, text, evidence, CURATED))
+    return findings
+
+
+# -- pregnancy, renal function, age ----------------------------------------------------------
+_PREGNANCY_WORDS = re.compile(r"pregnan|\bfetal|\bfoetal|fetus|embryo|teratogen", re.I)
+_RENAL_WORDS = re.compile(
+    r"\b(?:renal|kidney) (?:impairment|insufficiency|disease|failure|function)|impaired renal|"
+    r"creatinine clearance|\begfr\b", re.I)
+_SEVERE_RENAL = re.compile(r"\bsevere\b|\badvanced\b", re.I)
+_RENAL_BOUND = re.compile(
+    r"(?:creatinine clearance|crcl|egfr)\s*(?:below|under|less than|<)\s*(\d{2})\b|"
+    r"(?:below|under|less than|<)\s*(?:creatinine clearance|crcl|egfr)?\s*(\d{2})\b", re.I)
+_OLDER_WORDS = re.compile(r"\bolder(?:,| age\b| patients\b| adults\b| people\b)|\belderly\b|\bgeriatric\b|"
+                          r"\b(?:aged?|over) (\d{2})\b", re.I)
+
+
+def _one(kind: str, drug: Prescribed, parts: list[tuple[str, str, str]], lead: str,
+         evidence: dict[str, Any]) -> list[Finding]:
+    """One finding from (severity, text, source) parts: the worst severity, whose text leads
+    (a curated text before the data's at equal severity)."""
+    if not parts:
+        return []
+    severity = worst([p[0] for p in parts])
+    ordered = sorted(parts, key=lambda p: (SEVERITIES.index(p[0]), p[2] != CURATED))
+    text = f"{lead}; {drug.label}: {ordered[0][1]}"
+    sources = sorted({p[2] for p in parts})
+    evidence = {**evidence, "reasons": [{"severity": s, "text": t, "source": src} for s, t, src in ordered]}
+    return [Finding(kind, severity, text, evidence, " + ".join(sources))]
+
+
+def pregnancy_findings(drug: Prescribed, chart: dict) -> list[Finding]:
+    problem = charts.pregnancy_problem(chart)
+    if problem is None:
+        return []
+    parts = [(*PREGNANCY[k], CURATED) for k in sorted(drug.keys) if k in PREGNANCY]
+    for field, sentence in safety_sentences(drug.safeties):
+        found = _PREGNANCY_WORDS.search(sentence)
+        if found:
+            severity = HIGH if field == "contraindications" else MODERATE
+            parts.append((severity, f"the drug data says: {_clip(sentence, around=found)}", DATA))
+    evidence = {"problem": {k: problem.get(k) for k in ("display", "snomed_code")}}
+    return _one("pregnancy", drug, parts, f"pregnancy on the problem list ({problem.get('display')})", evidence)
+
+
+def renal_findings(drug: Prescribed, chart: dict) -> list[Finding]:
+    status = charts.renal_status(chart)
+    if not status.impaired:
+        if status.effective_egfr is None and drug.keys & RENAL_NEEDS_EGFR:
+            text = f"no eGFR on the chart: check renal function before {drug.label}"
+            return [Finding("renal", INFO, text, {}, CURATED)]
+        return []
+    egfr = status.effective_egfr if status.effective_egfr is not None else 59.0
+    parts = []
+    for key in sorted(drug.keys):
+        if drug.ingredients and drug.ingredients <= RENAL_EXEMPT.get(key, frozenset()):
+            continue
+        for bound, severity, text in RENAL.get(key, ()):
+            if egfr < bound:
+                parts.append((severity, text, CURATED))
+                break
+    for field, sentence in safety_sentences(drug.safeties):
+        found = _RENAL_WORDS.search(sentence)
+        if not found:
+            continue
+        # A stated bound ("creatinine clearance below 20") decides; "severe" alone means below 30.
+        bound = _RENAL_BOUND.search(sentence)
+        limit = int(bound.group(1) or bound.group(2)) if bound else 30 if _SEVERE_RENAL.search(sentence) else None
+        if limit is not None and egfr >= limit:
+            continue
+        severity = (HIGH if limit is not None else MODERATE) if field == "contraindications" else LOW
+        parts.append((severity, f"the drug data says: {_clip(sentence, around=found)}", DATA))
+    return _one("renal", drug, parts, status.describe(), status.evidence())
+
+
+def age_findings(drug: Prescribed, chart: dict) -> list[Finding]:
+    age = charts.patient_age(chart)
+    if age is None:
+        return []
+    parts: list[tuple[str, str, str]] = []
+    if age < PAEDIATRIC_AGE:
+        for key in sorted(drug.keys):
+            if key in PAEDIATRIC and age < PAEDIATRIC[key][0]:
+                parts.append((PAEDIATRIC[key][1], PAEDIATRIC[key][2], CURATED))
+        parts.append((MODERATE, PAEDIATRIC_NOTE, CURATED))
+    else:
+        if age >= OLDER_ADULT_AGE:
+            parts += [(MODERATE, f"AGS Beers Criteria 2023: {BEERS[k]}", CURATED) for k in sorted(drug.keys) if k in BEERS]
+        for _field, sentence in safety_sentences(drug.safeties):
+            for match in _OLDER_WORDS.finditer(sentence):
+                threshold = int(match.group(1)) if match.group(1) else OLDER_ADULT_AGE
+                if threshold >= 50 and age >= threshold:
+                    parts.append((LOW, f"the drug data says: {_clip(sentence, around=match)}", DATA))
+                    break
+    return _one("age", drug, parts, f"age {age}", {"patient": {"age": age}})
+
+
+__all__ = [
+    "CURATED", "DATA", "Prescribed", "age_findings", "allergy_findings", "class_interaction_findings",
+    "duplicate_findings", "keys_of", "names_match", "pregnancy_findings", "renal_findings", "safety_sentences",
+    "worst",
+]

@@ -1,0 +1,150 @@
+"""What the medication safety gate found, and how it is shown, audited and enforced.
+
+Invariants:
+- Findings are sorted most severe first (high, moderate, low, info), then by kind and text, so
+  the same chart and drug always give the same report.
+- A report is never an empty "no conflicts" for a drug the gate could not check: an unknown or
+  ambiguous drug, or an unavailable knowledge service, is itself a finding, and ``complete`` is
+  False whenever a check did not run over everything it should have.
+- ``blocking`` means at least one high-severity finding. Headless use (``headless_decision``)
+  refuses a blocking report unless an override reason is given; the reason goes to the audit.
+- Nothing here logs; the findings carry patient data (allergies, medications, labs) only for the
+  approval dialog, the answer and the write's audit row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("high", "moderate", "low", "info")
+KINDS = ("allergy", "cross_reactivity", "interaction", "duplicate", "pregnancy", "renal", "age",
+         "unknown_drug", "not_checked")
+# The checks a report records in ``checked``, in the order the formatted text names them.
+CHECKS = ("drug_data", "allergies", "interactions", "duplicates", "pregnancy", "renal", "age")
+AUDIT_VERSION = 1
+MAX_OVERRIDE_REASON = 500
+UNKNOWN_DRUG_TEXT = "not checked: unknown to the local drug data"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # one of KINDS
+    severity: str  # one of SEVERITIES
+    text: str  # one line, for the clinician
+    evidence: dict[str, Any] = field(default_factory=dict)  # the chart rows and data behind it
+    source: str = ""  # which data or curated table the finding comes from
+
+    def __post_init__(self):
+        if self.kind not in KINDS or self.severity not in SEVERITIES:
+            raise ValueError(f"bad finding {self.kind!r}/{self.severity!r}")
+
+    def line(self) -> str:
+        return f"{self.severity.upper()} {self.kind.replace('_', ' ')}: {self.text}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "severity": self.severity, "text": self.text,
+                "evidence": self.evidence, "source": self.source}
+
+
+def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
+    return tuple(sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), KINDS.index(f.kind), f.text)))
+
+
+@dataclass(frozen=True)
+class SafetyReport:
+    drug: str  # the name as prescribed
+    resolved: tuple[str, ...]  # the local drug data's generic name(s) it was checked as (empty: none)
+    ingredients: tuple[str, ...]  # ingredients recognised in the name (curated table, catalogue, data)
+    findings: tuple[Finding, ...]  # most severe first
+    checked: dict[str, bool]  # CHECKS -> ran over complete inputs
+
+    @property
+    def blocking(self) -> bool:
+        """At least one high-severity finding: headless use needs an override with a reason."""
+        return any(f.severity == "high" for f in self.findings)
+
+    @property
+    def complete(self) -> bool:
+        return all(self.checked.get(c, False) for c in CHECKS)
+
+    def by_severity(self, severity: str) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == severity)
+
+    def lines(self) -> list[str]:
+        """One line per finding, most severe first: the approval dialog's ``findings``
+        (an empty list means the checks ran and found nothing)."""
+        return [f.line() for f in self.findings]
+
+    def formatted(self) -> str:
+        """The pre-formatted text for SYNTHESIZE and the line session's prompt."""
+        head = f"Medication safety check for '{self.drug}' (done by code against the chart and the local drug data)"
+        if not self.findings:
+            ran = ", ".join(_CHECK_WORDS[c] for c in CHECKS if self.checked.get(c))
+            return f"{head}: no findings. Checked: {ran}."
+        count = {s: len(self.by_severity(s)) for s in SEVERITIES}
+        tally = ", ".join(f"{n} {s}" for s, n in count.items() if n)
+        body = "\n".join(f"- {f.line()}" for f in self.findings)
+        return f"{head}: {tally}.\n{body}"
+
+    def to_audit(self, override_reason: str | None = None) -> dict[str, Any]:
+        """What the write's audit row keeps: the findings with their evidence, the checks that
+        ran, and the override reason when a blocking report was overridden."""
+        return {
+            "version": AUDIT_VERSION,
+            "drug": self.drug,
+            "resolved": list(self.resolved),
+            "ingredients": list(self.ingredients),
+            "blocking": self.blocking,
+            "complete": self.complete,
+            "checked": dict(self.checked),
+            "findings": [f.as_dict() for f in self.findings],
+            "override_reason": override_reason,
+        }
+
+
+_CHECK_WORDS = {
+    "drug_data": "the local drug data", "allergies": "allergies", "interactions": "interactions",
+    "duplicates": "duplicate therapy", "pregnancy": "pregnancy", "renal": "renal function", "age": "age",
+}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    allowed: bool
+    message: str  # for the operator: why it was refused, or what was overridden
+    audit: dict[str, Any]  # the report's audit entry (with the override reason when used)
+
+
+def override_reason(text: str | None) -> str | None:
+    """A usable override reason (stripped, at most MAX_OVERRIDE_REASON characters) or None."""
+    reason = " ".join((text or "").split())
+    return reason[:MAX_OVERRIDE_REASON] if reason else None
+
+
+def headless_decision(report: SafetyReport, override: str | None = None, *,
+                      how_to_override: str = "give an explicit override with a reason") -> GateDecision:
+    """Whether a prescription may run without a clinician at the screen (``ask --approve-writes``).
+
+    A blocking report is refused unless ``override`` gives a reason; the reason is kept in the
+    audit entry. A report without high findings runs, and its findings are still audited.
+    ``how_to_override`` names the caller's override option in the refusal."""
+    reason = override_reason(override)
+    if not report.blocking:
+        return GateDecision(True, "", report.to_audit(reason))
+    high = "; ".join(f.text.rstrip(". ") for f in report.by_severity("high"))
+    if reason is None:
+        return GateDecision(
+            False,
+            f"Prescription of '{report.drug}' refused: unresolved high-severity safety finding(s): {high}. "
+            f"Prescribe it from the clinic terminal, or {how_to_override} (the reason is audited).",
+            report.to_audit(None),
+        )
+    return GateDecision(True, f"Safety finding(s) overridden for '{report.drug}': {high}. Reason recorded: {reason}",
+                        report.to_audit(reason))
+
+
+__all__ = [
+    "AUDIT_VERSION", "CHECKS", "KINDS", "MAX_OVERRIDE_REASON", "SEVERITIES", "UNKNOWN_DRUG_TEXT", "Finding",
+    "GateDecision", "SafetyReport", "headless_decision", "override_reason", "sort_findings",
+]
