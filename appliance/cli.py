@@ -57,11 +57,15 @@ TuiRunner = Callable[[Settings, dict | None, str | None], int]
 
 def cmd_ask(args) -> int:
     from appliance.runtime import build_agent
-    from appliance.tools.base import approve_all, deny_all
+    from appliance.safety.headless import HeadlessApprover
+    from appliance.tools.base import deny_all
 
     settings = _settings(args)
     script = load_script(args.script) if args.script else None
-    agent, tools = build_agent(settings, script, approve_all if args.approve_writes else deny_all)
+    if args.override_safety is not None and not args.approve_writes:
+        raise ScriptError("--override-safety only applies with --approve-writes")
+    approver = HeadlessApprover(args.override_safety) if args.approve_writes else deny_all
+    agent, tools = build_agent(settings, script, approver)
     with tools:
         result = agent.run_turn(args.question, patient_id=args.patient)
     if args.json:
@@ -139,7 +143,11 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--model", help="model profile (default: gemma3-270m)")
     ask.add_argument("--json", action="store_true", help="print one JSON object with the path, tools and timings")
     ask.add_argument("--script", help="JSON file of scripted node outputs (and optional tool outcomes)")
-    ask.add_argument("--approve-writes", action="store_true", help="approve EHR writes without asking")
+    ask.add_argument("--approve-writes", action="store_true",
+                     help="approve EHR writes without asking (a prescription with a high-severity safety "
+                          "finding is still refused)")
+    ask.add_argument("--override-safety", metavar="REASON",
+                     help="with --approve-writes: prescribe despite high-severity safety findings (audited)")
     ask.set_defaults(func=cmd_ask)
 
     init = sub.add_parser("init", help="create or update the data home (idempotent)")

@@ -24,6 +24,7 @@ from appliance.agent.state import AgentState
 from appliance.config import Settings
 from appliance.errors import ApplianceError
 from appliance.tools.base import Approval
+from appliance.wording import action_words
 from common.patient_ids import is_patient_id
 from mcp_servers.contracts import TOOL_SERVERS
 
@@ -93,13 +94,15 @@ def turn_patient(state: AgentState):
     return _KEEP
 
 
-def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None) -> Approval:
-    print(f"\nThe assistant wants to write to the record ({tool}):")
+def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, safety=None) -> Approval:
+    print(f"\nThe assistant proposes a change to the record: {action_words(tool, args)}")
     pid = args.get("patient_id")
     if pid:
         other = current is not None and current.patient_id is not None and pid != current.patient_id
         shown = current.label(pid) if current is not None else pid
         print(f"Patient: {shown}" + ("  (NOT the current patient)" if other else ""))
+    if safety is not None:
+        print(safety.formatted())
     print(json.dumps(args, indent=2))
     try:
         answer = input("Approve this write? [y/N] ").strip().lower()
@@ -115,7 +118,7 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
 
     print("Offline clinical assistant. Loading the model...", flush=True)
     current = CurrentPatient()
-    agent, tools = build_agent(settings, script, approver=lambda tool, args: ask_approval(tool, args, current))
+    agent, tools = build_agent(settings, script, approver=lambda tool, args, safety=None: ask_approval(tool, args, current, safety))
     print(f"Ready ({settings.model}). {HELP}\n", flush=True)
     if agent.model_notice:
         print(f"*** {agent.model_notice.upper()} ***\n", flush=True)

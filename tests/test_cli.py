@@ -74,3 +74,45 @@ def test_missing_production_model_names_the_expected_path(capsys, appliance_home
 def test_unknown_profile(capsys, appliance_home):
     assert main(["ask", "hello", "--model", "gpt-9"]) == 2
     assert "unknown model profile" in capsys.readouterr().err
+
+
+def _prescription_script(tmp_path, drug: str, patient: str):
+    args = {"patient_id": patient, "medication_name": drug, "dosage": "500 mg", "frequency": "three times daily",
+            "notes": None}
+    script = {"INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Prescription.",
+                                   "suggested_tool": "prescribe_medication"}],
+              "TOOL_SELECT": [{"tool_name": "prescribe_medication"}, args],
+              "RESULT_CLASSIFY": [{"quality": "success_rich", "brief_summary": "Done."}],
+              "ERROR_HANDLER": [], "SYNTHESIZE": ["Done."]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(script))
+    return path
+
+
+def _medications(home, patient: str, drug: str) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(home / "ehr.sqlite")
+    try:
+        return conn.execute("SELECT count(*) FROM medication_requests WHERE patient_id = ? AND medication_name = ?",
+                            (patient, drug)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_headless_prescription_against_an_allergy_is_refused_unless_overridden(tmp_path, capsys, appliance_home):
+    assert main(["init", "--no-model"]) == 0
+    capsys.readouterr()
+    script = _prescription_script(tmp_path, "amoxicillin", "pat-006")  # Emily Johnson: penicillin allergy
+    question = "Prescribe amoxicillin 500 mg three times daily for pat-006"
+    assert main(["ask", question, "--script", str(script), "--approve-writes", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tool_calls"][0]["error_type"] == "rejected_by_user"
+    execute = [e for e in out["trace"] if e["node"] == "TOOL_EXECUTE"][0]
+    assert execute["output"]["safety"]["blocking"] is True
+    assert _medications(appliance_home, "pat-006", "amoxicillin") == 0  # nothing written
+    assert main(["ask", question, "--script", str(script), "--approve-writes",
+                 "--override-safety", "allergy was a rash in childhood, tolerated amoxicillin since", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tool_calls"][0]["error_type"] is None
+    assert _medications(appliance_home, "pat-006", "amoxicillin") == 1

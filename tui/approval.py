@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from textual.app import App
@@ -49,7 +49,7 @@ class ApprovalBridge:
     def _stopped(self) -> bool:
         return self._closed.is_set() or (self.cancel is not None and self.cancel.is_set())
 
-    def __call__(self, tool: str, args: dict) -> Approval:
+    def __call__(self, tool: str, args: dict, safety=None) -> Approval:
         if self._stopped():
             return Approval(False, args, "the turn was stopped before approval")
         decided = threading.Event()
@@ -61,6 +61,8 @@ class ApprovalBridge:
 
         try:
             context = self._describe(tool, dict(args)) if self._describe else None
+            if context is not None and safety is not None:  # the agent's gate ran: its findings
+                context = replace(context, findings=safety.lines())
         except Exception:  # noqa: BLE001 - the dialog still opens, saying what it could not read
             log.warning("the approval context could not be built", exc_info=True)
             context = None

@@ -33,6 +33,7 @@ from appliance.agent.nodes import (
 )
 from appliance.agent.state import NODE_LABELS, AgentState, Node, RouterDecision, TraceEvent
 from appliance.config import Settings
+from appliance.safety.chart_gate import ChartSafetyGate
 from appliance.errors import ApplianceError, TurnCancelled
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.tools.base import Approver, ToolBox, deny_all
@@ -113,6 +114,7 @@ class Agent:
             max_retries=self.settings.max_retries,
             max_total_retries=self.settings.max_total_retries,
         )
+        self.safety_gate = ChartSafetyGate(self.tools, self.settings.tool_deadline_seconds)
         profile = PROFILES.get(self.settings.model)
         self.model_notice = profile.notice if profile else DEMO_NOTICE  # an unknown model is no clinical one
 
@@ -217,7 +219,8 @@ def _select_tool(turn: _Turn) -> Node:
 
 def _execute_tool(turn: _Turn) -> Node:
     agent = turn.agent
-    update, result = tool_execute.run(turn.state, agent.tools, agent.approver, agent.settings.tool_deadline_seconds)
+    update, result = tool_execute.run(turn.state, agent.tools, agent.approver, agent.settings.tool_deadline_seconds,
+                                      agent.safety_gate)
     turn.state = turn.state.merge(update)
     summary = result.error or tool_execute.summarize_result(result.result)
     turn.tool_calls.append({
@@ -227,6 +230,8 @@ def _execute_tool(turn: _Turn) -> Node:
     output: dict = {"error_type": result.error_type}
     if result.approval_seconds is not None:  # the clinician's time in the approval dialog, apart
         output["approval_seconds"] = round(result.approval_seconds, 4)
+    if result.safety is not None:  # what the medication safety gate found, as audited
+        output["safety"] = result.safety
     turn.emit(output, model_call=False, tool=result.tool_name, args=result.args, result_summary=summary)
     return Node.RESULT_CLASSIFY
 

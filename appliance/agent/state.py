@@ -71,6 +71,7 @@ class ToolResult:
     invalid_fields: tuple[str, ...] = ()  # arguments refused as malformed (invalid_args)
     seconds: float = 0.0
     approval_seconds: float | None = None  # a write's wait for the clinician's decision
+    safety: dict | None = None  # a prescription's safety report (appliance.safety), as audited
 
     def signature(self) -> str:
         return self.tool_name + json.dumps(self.args, sort_keys=True)

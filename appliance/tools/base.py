@@ -8,7 +8,7 @@ converted before they reach the graph.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,19 @@ class Approval:
     reason: str | None = None
 
 
-# Called before any write tool runs, with the tool name and exact arguments.
-Approver = Callable[[str, dict], Approval]
+class Approver(Protocol):
+    """Called before any write tool runs, with the tool name, the exact arguments and, for a
+    prescription, the medication safety report code made from the chart (None otherwise)."""
+
+    def __call__(self, tool: str, args: dict, safety: Any = None) -> Approval: ...
 
 
-def deny_all(tool: str, args: dict) -> Approval:
+def deny_all(tool: str, args: dict, safety: Any = None) -> Approval:
     """The default: no write runs unless someone approved it."""
     return Approval(False, args, "writes are not enabled for this run")
 
 
-def approve_all(tool: str, args: dict) -> Approval:
-    """For scripted runs where the operator approved writes up front (--approve-writes)."""
+def approve_all(tool: str, args: dict, safety: Any = None) -> Approval:
+    """For scripted runs where the operator approved writes up front and nothing is prescribed
+    against a safety finding (``appliance.safety.headless`` adds the gate's refusal)."""
     return Approval(True, args)

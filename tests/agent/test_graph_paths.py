@@ -217,7 +217,7 @@ def test_write_values_from_the_recent_exchanges_count_as_given():
         history=[("user", "Prescribe metformin 500mg for abc-123"),
                  ("assistant", "I need more information to complete this request: frequency.")],
     )
-    assert [c[0] for c in toolbox.calls] == ["prescribe_medication"]
+    assert [c[0] for c in toolbox.calls] == ["get_patient_chart", "prescribe_medication"]  # the safety gate read
 
 
 def test_write_rejected_is_never_executed():
@@ -230,7 +230,7 @@ def test_write_rejected_is_never_executed():
         approver=deny_all,
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
-    assert toolbox.calls == []
+    assert [c[0] for c in toolbox.calls] == ["get_patient_chart"]  # the safety gate's read; no write
     assert result.tool_calls[0]["error_type"] == "rejected_by_user"
 
 
@@ -243,9 +243,9 @@ def test_the_clinicians_reason_for_rejecting_reaches_synthesis():
          TS: [{"tool_name": "prescribe_medication"},
               {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
          RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["Not written."]},
-        approver=lambda tool, args: Approval(False, args, "wrong patient"),
+        approver=lambda tool, args, safety=None: Approval(False, args, "wrong patient"),
     )
-    assert toolbox.calls == []
+    assert [c[0] for c in toolbox.calls] == ["get_patient_chart"]  # the safety gate's read; no write
     synth_prompt = "\n".join(m.content for m in model.history[-1].messages)
     assert model.history[-1].node == SY
     assert "did not approve the Prescription; nothing was written. Reason given: wrong patient." in synth_prompt

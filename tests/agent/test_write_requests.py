@@ -59,7 +59,7 @@ def test_a_write_request_the_model_calls_direct_is_routed_to_the_write():
     assert result.path[:4] == ["INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE"]
     assert result.intent == "TOOL_NEEDED"
     assert "asked to change the record" in result.trace[1].output["overruled"]
-    assert box.calls == []  # deny_all: nothing written
+    assert [c[0] for c in box.calls] == ["get_patient_chart"]  # the safety gate read; deny_all: nothing written
     assert result.response.endswith(NOT_CHANGED)  # and the answer says so
 
 

@@ -79,8 +79,9 @@ async def test_selecting_a_patient_among_three_with_the_same_name(tmp_path):
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)
 async def test_a_write_runs_only_after_approve(tmp_path, tool):
+    gate = [{"result": chart()}] if tool == "prescribe_medication" else []  # the safety gate reads the chart
     tools = {tool: [{"result": {"id": "new-1", "status": "active"}}],
-             "get_patient_chart": [{"result": chart()}, {"result": chart(meds=("lisinopril", "metformin"))}]}
+             "get_patient_chart": [{"result": chart()}, *gate, {"result": chart(meds=("lisinopril", "metformin"))}]}
     app, model, toolbox = make_app(tmp_path, write_script(tool, approved=True), tools)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -100,7 +101,7 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         assert texts(app)[-1] == "Done: the record was updated."
         assert model.pending() == {}
         # after a successful write to the open patient, the chart is reloaded
-        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * (2 + len(gate))
 
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)
@@ -198,7 +199,7 @@ async def test_the_approval_dialog_names_the_patient_the_action_and_the_author(t
     from common.operator import operator_name
 
     tool = "prescribe_medication"
-    tools = {tool: [{"result": {"id": "new-1"}}], "get_patient_chart": [{"result": chart()}]}
+    tools = {tool: [{"result": {"id": "new-1"}}], "get_patient_chart": [{"result": chart()}] * 2}
     app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), tools)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)  # no patient open: the dialog reads the chart of the patient written to
@@ -213,7 +214,7 @@ async def test_the_approval_dialog_names_the_patient_the_action_and_the_author(t
         assert findings.startswith("Safety checks:")
         intro = str(screen.query_one("#approval-intro").render())
         assert tool not in intro and "arguments" not in intro  # no internal wording
-        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}]
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2  # the gate, the dialog
         await pilot.press("ctrl+y")
         await settle(pilot)
         assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]  # for the patient shown
@@ -239,8 +240,8 @@ async def test_quitting_during_approval_writes_nothing(tmp_path):
     decided = threading.Event()
     decisions = []
 
-    def recording(name, args):
-        decisions.append(app.bridge(name, args))
+    def recording(name, args, safety=None):
+        decisions.append(app.bridge(name, args, safety))
         decided.set()
         return decisions[-1]
 
@@ -257,7 +258,7 @@ async def test_quitting_during_approval_writes_nothing(tmp_path):
 async def test_cancelling_after_an_approved_write_reloads_the_chart_and_says_it_was_saved(tmp_path):
     tool = "prescribe_medication"
     tools = {tool: [{"result": {"id": "new-1", "status": "active"}}],
-             "get_patient_chart": [{"result": chart()}, {"result": chart(meds=("lisinopril", "metformin"))}]}
+             "get_patient_chart": [{"result": chart()}] * 2 + [{"result": chart(meds=("lisinopril", "metformin"))}]}
     model = GatedModel(write_script(tool, approved=True))
     app, _, toolbox = make_app(tmp_path, tools=tools, model=model)
     async with app.run_test(size=SIZE) as pilot:
@@ -271,7 +272,7 @@ async def test_cancelling_after_an_approved_write_reloads_the_chart_and_says_it_
         await pilot.press("escape")
         await settle(pilot)
         assert app.turn is None and calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
-        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2  # reloaded
+        assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 3  # gate, then reloaded
         assert "metformin" in str(app.main.patient.query_one("#patient-body").render())
         severity, notice = app.notices[-1]
         assert "cancelled" in notice and "saved to the record" in notice and "Prescription for abc-123" in notice

@@ -118,3 +118,27 @@ async def test_a_write_reaches_the_real_ehr_only_after_approve(home, tool, decis
             assert shown not in panel(app)
             execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
             assert execute.output["error_type"] == "rejected_by_user"
+
+
+async def test_the_safety_gate_shows_a_penicillin_allergy_before_approval(home):
+    """pat-006 Emily Johnson has a recorded penicillin allergy: amoxicillin is flagged, high, in
+    the dialog, from the real chart and the real local drug data."""
+    args = {"patient_id": "pat-006", "medication_name": "amoxicillin", "dosage": "500 mg",
+            "frequency": "three times daily", "notes": None}
+    model = ScriptedModel({IC: [intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
+                           RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}],
+                           SY: ["Nothing was written to the record."]})
+    tools = InProcessToolBox()
+    app = ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=lambda: tools,
+                    sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "Prescribe amoxicillin 500 mg three times daily for pat-006")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
+        findings = str(app.screen.query_one("#approval-findings").render())
+        assert "HIGH" in findings and "penicillin" in findings.lower()
+        assert findings.index("HIGH") < findings.find("MODERATE") if "MODERATE" in findings else True
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.turn is None, what="the turn")
+        execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
+        assert execute.output["safety"]["blocking"] is True  # the report travels with the result

@@ -67,7 +67,7 @@ def test_trace_panel_with_an_expanded_line(tmp_path, snap_compare):
 def test_approval_dialog(tmp_path, snap_compare, monkeypatch):
     monkeypatch.setenv("APPLIANCE_USER", "Dr. Ada Okafor")  # the author line, the same on every machine
     app, _, _ = make_app(tmp_path, write_script("prescribe_medication", approved=True),
-                         {"get_patient_chart": [{"result": chart()}]})
+                         {"get_patient_chart": [{"result": chart()}] * 2})  # the safety gate, the dialog
 
     async def run_before(pilot):
         await ready(pilot)

@@ -26,6 +26,7 @@ from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 from rich.text import Text
 
 from appliance.tools.base import Approval
+from appliance.wording import action_words
 from tui.approval import ApprovalContext
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 
@@ -35,21 +36,6 @@ FIELD_LABELS = {"medication_name": "medication", "dosage": "dose", "frequency": 
                 "substance": "allergen", "reaction": "reaction", "severity": "severity",
                 "note_type": "note type", "note_text": "note"}
 
-
-def action_words(tool: str, args: dict) -> str:
-    """The write as a clinician would say it: 'Prescribe amoxicillin 500 mg three times daily'."""
-    def words(*keys: str) -> str:
-        return " ".join(str(args[k]).strip() for k in keys if args.get(k) not in (None, ""))
-
-    if tool == "prescribe_medication":
-        text = "Prescribe " + words("medication_name", "dosage", "frequency")
-        return text + (f" (notes: {args['notes']})" if args.get("notes") else "")
-    if tool == "add_allergy":
-        detail = ", ".join(str(args[k]) for k in ("reaction", "severity") if args.get(k))
-        return f"Record an allergy to {words('substance')}" + (f": {detail}" if detail else "")
-    if tool == "save_clinical_note":
-        return f"Save a {words('note_type') or 'clinical'} note to the chart"
-    return TOOL_LABELS.get(tool, tool)
 
 
 def field_hint(annotation) -> tuple[bool, list[str]]:

@@ -28,6 +28,7 @@ import json
 import re
 import time
 from dataclasses import replace
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -227,10 +228,13 @@ def grounded_patient_ids(state: AgentState) -> set[str]:
 def execute(
     tool: str, args: dict | None, tools: ToolBox, approver: Approver, deadline: float,
     grounded_ids: set[str] | None = None, said: str | None = None, drugs_named: tuple[str, ...] = (),
+    safety_gate: SafetyGate | None = None,
 ) -> ToolResult:
     """Run one tool call. ``grounded_ids`` and ``said`` (the clinician's words, with
     ``drugs_named``: the generics of the drugs they named) enable the grounding checks; without
-    them (direct calls from tests and tools) none is made."""
+    them (direct calls from tests and tools) none is made. ``safety_gate`` checks a
+    prescription against the chart before the approver sees it (and again when the approver
+    changed the drug); its report goes to the approver, the answer and the write."""
     args = args or {}
     clean, error_type, missing = validate_args(tool, args)
     if error_type:
@@ -242,18 +246,29 @@ def execute(
         if unsaid:
             return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
     waited = None
+    report = None
     if tool in WRITE_TOOLS:
         asked = time.perf_counter()
-        approval = approver(tool, dict(clean))
+        for _ in range(MAX_APPROVAL_ROUNDS):
+            report = safety_gate(clean) if safety_gate is not None and tool == PRESCRIBE else None
+            approval = approver(tool, dict(clean), safety=report)
+            if not approval.approved:
+                waited = time.perf_counter() - asked
+                return _with_safety(replace(_error_result(tool, clean, "rejected_by_user", approval.reason),
+                                            approval_seconds=waited), report)
+            checked_drug = clean.get("medication_name")
+            clean, error_type, missing = validate_args(tool, approval.args)
+            if not error_type and grounded_ids is not None and clean["patient_id"] not in grounded_ids:
+                error_type, missing = "missing_required_args", ["patient_id"]
+            if error_type:
+                result = _error_result(tool, approval.args, error_type, "edited arguments failed validation", missing)
+                return _with_safety(replace(result, approval_seconds=time.perf_counter() - asked), report)
+            if report is None or clean.get("medication_name") == checked_drug:
+                break  # approved as checked; a changed drug is checked and shown again
+        else:
+            return _with_safety(_error_result(tool, clean, "rejected_by_user", "the drug kept changing in approval"),
+                                report)
         waited = time.perf_counter() - asked
-        if not approval.approved:
-            return replace(_error_result(tool, clean, "rejected_by_user", approval.reason), approval_seconds=waited)
-        clean, error_type, missing = validate_args(tool, approval.args)
-        if not error_type and grounded_ids is not None and clean["patient_id"] not in grounded_ids:
-            error_type, missing = "missing_required_args", ["patient_id"]
-        if error_type:
-            result = _error_result(tool, approval.args, error_type, "edited arguments failed validation", missing)
-            return replace(result, approval_seconds=waited)
     started = time.perf_counter()
     outcome: ToolOutcome = tools.call(tool, clean, deadline)
     seconds = time.perf_counter() - started
@@ -269,10 +284,27 @@ def execute(
     except (TypeError, ValueError, KeyError):
         return replace(_error_result(tool, clean, "invalid_response", "result was not JSON-shaped", seconds=seconds),
                        approval_seconds=waited)
-    return ToolResult(
+    return _with_safety(ToolResult(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=clean, result=outcome.result,
         formatted_result=formatted, seconds=seconds, approval_seconds=waited,
-    )
+    ), report)
+
+
+PRESCRIBE = "prescribe_medication"
+MAX_APPROVAL_ROUNDS = 3
+# The safety gate: validated prescription arguments -> appliance.safety.SafetyReport.
+SafetyGate = Callable[[dict], Any]
+
+
+def _with_safety(result: ToolResult, report) -> ToolResult:
+    """The gate's report travels with the result: its text reaches synthesis (with the
+    outcome, or with the error), and its audit entry the trace."""
+    if report is None:
+        return result
+    text = report.formatted()
+    if result.error_type is None:
+        return replace(result, formatted_result=f"{result.formatted_result}\n{text}", safety=report.to_audit())
+    return replace(result, error=f"{result.error} {text}", safety=report.to_audit())
 
 
 def image_result(state: AgentState, args: dict | None) -> ToolResult:
@@ -291,12 +323,14 @@ def image_result(state: AgentState, args: dict | None) -> ToolResult:
     return _error_result(tool, clean, "service_unavailable", "the image could not be analysed")
 
 
-def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float) -> tuple[dict, ToolResult]:
+def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float,
+        safety_gate: SafetyGate | None = None) -> tuple[dict, ToolResult]:
     if state.current_tool == "analyze_medical_image":
         result = image_result(state, state.current_args)
     else:
         result = execute(state.current_tool, state.current_args, tools, approver, deadline,
-                         grounded_patient_ids(state), clinician_text(state), state.extracted_entities.drugs_named)
+                         grounded_patient_ids(state), clinician_text(state), state.extracted_entities.drugs_named,
+                         safety_gate)
     update = {
         "tool_results": [result],
         "step_count": state.step_count + 1,
