@@ -113,13 +113,13 @@ def run_turns(model, tools, settings: Settings, rounds: int):
 
 
 def compare_decoders(model, calls: list[Recorded], repeats: int) -> list[dict]:
-    from appliance.llm.prompt import split_static
+    from appliance.llm.prompt import split_parts
 
     rows = []
     for rec in calls:
         messages, schema, temperature, max_tokens = rec.call
         grammar_failures = 0
-        static, _ = split_static(messages)
+        static, _ = split_parts(messages)
         times = defaultdict(list)
         tokens = 0
         for _ in range(repeats):

@@ -9,6 +9,8 @@ Invariants:
   (trial details, concept and semantic-type lookups, both drug vocabularies).
 - The 100k-concept UMLS database is built by the same importer code path as a licensed import
   (``umls_import.build_synthetic`` writes RRF rows and imports them), and searched over stdio.
+- The trial search is measured on 50,000 trials (``--trials``) imported from a bulk-download
+  zip (``appliance.bench_trials``); the trials are generated from the real sample records.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ TOOL_CALLS: tuple[tuple[str, str, dict], ...] = (
     ("knowledge", "check_drug_safety", {"drug_name": "warfarin"}),
     ("knowledge", "check_drug_interactions", {"drug_names": ["warfarin", "aspirin", "ibuprofen"]}),
     ("knowledge", "search_medical_literature", {"query": "atrial fibrillation anticoagulation"}),
-    ("knowledge", "find_clinical_trials", {"condition": "mesothelioma", "status": None}),
+    ("knowledge", "find_clinical_trials", {"condition": "mesothelioma", "intervention": None, "eligibility_keywords": None,
+                                           "status": "any", "phase": None, "sex": None, "patient_age": None,
+                                           "study_type": None, "page_size": None}),
     ("knowledge", "get_trial_details", {"nct_id": "NCT-DEMO-0001"}),
     ("knowledge", "drug_vocabulary", {}),
     ("umls", "concept_search", {"term": "hypertension", "max_results": 5}),
@@ -149,7 +153,8 @@ def print_report(report: dict, concepts: int) -> None:
             print(f"  {name}: " + ", ".join(f"{kind} x{count}" for kind, count in errors.items()))
 
 
-def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False) -> int:
+def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, trials: int = 50_000) -> int:
+    from appliance.bench_trials import print_trial_section, run_trial_section
     from appliance.init import init_home
     from appliance.tools.mcp_client import MCPToolBox
     from mcp_servers.umls_import import build_synthetic
@@ -172,8 +177,12 @@ def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False) 
             report["concept_search_100k"]["query_lookups_failed"] = failed
             report["concept_search_100k"].update(bench_concept_search(box, queries))
 
+    if trials:
+        report["trial_search"] = run_trial_section(n, trials)
     if as_json:
         print(json.dumps(report, indent=2))
     else:
         print_report(report, concepts)
+        if trials:
+            print_trial_section(report["trial_search"])
     return 0

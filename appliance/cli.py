@@ -2,12 +2,14 @@
 
 Invariants:
 - Expected failures (``ApplianceError``) print one clear line to stderr and exit 2; they
-  never print a traceback. Exit 1 means a smoke check failed.
+  never print a traceback. Exit 1 means a check failed (a smoke scenario, the audit chain).
 - With no subcommand it runs the main job: the clinic terminal (TUI) when stdin and stdout
   are terminals and a TUI runner was given, otherwise the line-based interactive session.
 - This module never imports the TUI (it sits a floor below it): the console script is
   ``tui.launcher:main``, which passes ``main`` the runner that starts the clinic terminal.
 - Nothing here logs patient data: answers go to stdout only.
+- Every command runs under ``common.locations.PRIVATE_UMASK``: the files it (and the servers
+  it starts) creates are 0600 and its folders 0700.
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from appliance import extraction_cli, grounding_cli, prescreen_cli, records_cli, user_cli
 from appliance.config import Settings
 from appliance.errors import ApplianceError, ScriptError
+from common.locations import PRIVATE_UMASK
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 
 def _settings(args) -> Settings:
     settings = Settings()
-    if getattr(args, "model", None):
+    if getattr(args, "model", None) is not None:  # an empty --model is an unknown profile, not the default
         settings = settings.model_copy(update={"model": args.model})
     return settings
 
@@ -39,6 +43,8 @@ def load_script(path: str) -> dict:
         raise ScriptError(f"cannot read script {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ScriptError(f"script {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    except UnicodeDecodeError:
+        raise ScriptError(f"script {path} is not JSON: it is not UTF-8 text") from None
     if not isinstance(data, dict):
         raise ScriptError(f"script {path} must be a JSON object keyed by node name")
     from appliance.agent.state import Node
@@ -58,14 +64,21 @@ TuiRunner = Callable[[Settings, dict | None, str | None], int]
 def cmd_ask(args) -> int:
     from appliance.runtime import build_agent
     from appliance.safety.headless import HeadlessApprover
-    from appliance.tools.base import deny_all
+    from appliance.sign_in import headless_clinician
+    from appliance.tools.base import deny_all, signed_by
 
     settings = _settings(args)
     script = load_script(args.script) if args.script else None
     if args.override_safety is not None and not args.approve_writes:
         raise ScriptError("--override-safety only applies with --approve-writes")
-    approver = HeadlessApprover(args.override_safety) if args.approve_writes else deny_all
-    agent, tools = build_agent(settings, script, approver)
+    if args.clinician is not None and not args.approve_writes:
+        raise ScriptError("--clinician only applies with --approve-writes")
+    clinician = None
+    approver = deny_all
+    if args.approve_writes:  # signed in before anything is built: a refusal writes nothing
+        clinician = headless_clinician(settings, args.clinician).name
+        approver = signed_by(HeadlessApprover(args.override_safety), clinician)
+    agent, tools = build_agent(settings, script, approver, clinician=clinician)
     with tools:
         result = agent.run_turn(args.question, patient_id=args.patient)
     if args.json:
@@ -103,7 +116,7 @@ def cmd_bench(args) -> int:
     if args.what == "tools":
         from appliance.bench_tools import run_tool_bench
 
-        return run_tool_bench(n=args.calls, concepts=args.concepts, as_json=args.json)
+        return run_tool_bench(n=args.calls, concepts=args.concepts, as_json=args.json, trials=args.trials)
     from appliance.bench import run_bench
 
     return run_bench(_settings(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
@@ -129,7 +142,7 @@ def cmd_default(args) -> int:
 def cmd_import(args) -> int:
     from appliance.importers import run_import
 
-    print(run_import(args.area, args.kind, Path(args.path)))
+    print(run_import(args.area, args.kind, Path(args.path), replace=getattr(args, "replace", False)))
     return 0
 
 
@@ -146,6 +159,9 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--approve-writes", action="store_true",
                      help="approve EHR writes without asking (a prescription with a high-severity safety "
                           "finding is still refused)")
+    ask.add_argument("--clinician", metavar="NAME",
+                     help="with --approve-writes: the local account writing (default $APPLIANCE_USER); its "
+                          "password is read from the terminal or one line of standard input")
     ask.add_argument("--override-safety", metavar="REASON",
                      help="with --approve-writes: prescribe despite high-severity safety findings (audited)")
     ask.set_defaults(func=cmd_ask)
@@ -165,6 +181,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", help="model profile")
     bench.add_argument("--calls", type=int, default=50, help="tools: calls per tool")
     bench.add_argument("--concepts", type=int, default=100_000, help="tools: size of the synthetic UMLS database")
+    bench.add_argument("--trials", type=int, default=50_000,
+                       help="tools: size of the synthetic trial cache (0 skips the trial-search section)")
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--rounds", type=int, default=3, help="turns per path")
     bench.add_argument("--repeats", type=int, default=3, help="repeats per decoder comparison")
@@ -183,6 +201,14 @@ def parser() -> argparse.ArgumentParser:
     tui.add_argument("--script", help="JSON file of scripted node outputs (as for ask --script)")
     tui.set_defaults(func=cmd_tui)
 
+    user_cli.register(sub)
+    prescreen_cli.register(sub)
+
+    evals = sub.add_parser("eval", help="measurements on the shipped public data (figures; asserts nothing)")
+    eval_sub = evals.add_subparsers(dest="what", required=True)
+    extraction_cli.register(sub, eval_sub)
+    grounding_cli.register(sub, eval_sub)
+
     for area, kinds in (("ehr", ("fhir",)), ("umls", ("rrf",)), ("knowledge", ("openfda", "pubmed", "ctgov"))):
         ap = sub.add_parser(area, help=f"{area} data")
         asub = ap.add_subparsers(dest="action", required=True)
@@ -193,6 +219,12 @@ def parser() -> argparse.ArgumentParser:
             imp.set_defaults(kind=kinds[0])
         imp.add_argument("path")
         imp.set_defaults(func=cmd_import, area=area)
+        if area == "ehr":
+            records_cli.register_ehr(asub)
+        else:  # these importers replace or prune a store's content
+            imp.add_argument("--replace", action="store_true",
+                             help="accept a result that shrinks the store by more than the safety threshold")
+    records_cli.register_audit(sub)
     return p
 
 
@@ -201,6 +233,7 @@ def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int
     args = parser().parse_args(argv)
     args.run_tui = run_tui
     func = getattr(args, "func", None) or cmd_default
+    umask = os.umask(PRIVATE_UMASK)  # what it writes may hold patient data (common.locations)
     try:
         return func(args)
     except ApplianceError as exc:
@@ -212,6 +245,8 @@ def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        os.umask(umask)
 
 
 if __name__ == "__main__":

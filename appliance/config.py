@@ -22,3 +22,8 @@ class Settings(BaseSettings):
     max_retries: int = Field(2, description="Retries of one tool before it is skipped (docs/design.md §9.2, §11).")
     max_total_retries: int = Field(4, description="Retries across all tools in one turn (docs/design.md §9.2, §11).")
     history_turns: int = Field(4, description="Prior exchanges given to the model (docs/design.md §4.1).")
+    idle_lock_minutes: float = Field(10.0, description="Minutes without a key or click before the clinic terminal "
+                                     "locks (0: never); only when clinician accounts exist.")
+    sign_in_max_failures: int = Field(5, description="Wrong passwords in a row before a clinician account locks.")
+    sign_in_lockout_minutes: float = Field(15.0, description="How long a clinician account stays locked after "
+                                           "too many wrong passwords.")

@@ -27,6 +27,10 @@ class GenerationCancelled(GenerationError):
     """The caller cancelled a generation."""
 
 
+class ContextOverflow(GenerationError):
+    """The current message alone does not fit the model's context, even with nothing else."""
+
+
 class TurnCancelled(ApplianceError):
     """The clinician cancelled a turn between nodes."""
 

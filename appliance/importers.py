@@ -1,7 +1,12 @@
 """``appliance <area> import``: bulk data into the data home's databases.
 
-Invariant: each importer is idempotent and returns a report whose ``summary()`` says what was
-imported, updated and skipped, and why; the databases are created first if missing.
+Invariants:
+- Each importer is idempotent and returns a report whose ``summary()`` says what was imported,
+  updated and skipped, and why, and how big the store was before and after; the databases are
+  created first if missing.
+- The UMLS and knowledge importers validate before they replace: a result that would shrink
+  the store by more than their threshold is refused, nothing changed, unless ``replace``
+  (``--replace``); each run is one transaction, so the swap is atomic.
 """
 
 from __future__ import annotations
@@ -24,10 +29,6 @@ IMPORTERS = {
 
 class ImportFailed(ApplianceError):
     """An import could not read its input."""
-
-
-def _progress_bar(message: str) -> None:
-    print(f"\r{message[:100]:100}", end="", flush=True)
 
 
 class _ByteBar:
@@ -68,12 +69,16 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def run_import(area: str, kind: str, path: Path) -> str:
+def run_import(area: str, kind: str, path: Path, *, replace: bool = False) -> str:
     try:
         module, func, db_path_of, setup = IMPORTERS[(area, kind)]
     except KeyError:
         raise ImportFailed(f"no importer for {area} {kind}") from None
-    if not path.exists():
+    try:
+        found = path.exists()
+    except OSError as exc:  # a name too long, a folder that cannot be searched: not ENOENT
+        raise ImportFailed(f"cannot read {path}: {exc.strerror}") from None
+    if not found:
         raise ImportFailed(f"{path} does not exist")
     db_path = db_path_of()
     db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,10 +89,12 @@ def run_import(area: str, kind: str, path: Path) -> str:
             report = importer(db_path, path)
         elif area == "umls":
             bar = _ByteBar()
-            report = importer(db_path, path, byte_progress=bar.bytes, stage=bar.step)
-        else:
-            report = importer(path, db_path=db_path, progress=_progress_bar)
+            report = importer(db_path, path, byte_progress=bar.bytes, stage=bar.step, replace=replace)
+        else:  # knowledge: the bar follows the bytes read (a bulk ClinicalTrials.gov zip is ~500k files)
+            bar = _ByteBar()
+            report = importer(path, db_path=db_path, byte_progress=bar.bytes, stage=bar.step, replace=replace)
     except _expected_errors() as exc:  # the importers' own errors for unreadable input
+        print()
         raise ImportFailed(f"{area} import of {path} failed: {exc}") from None
     print()
     return report.summary()

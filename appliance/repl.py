@@ -11,6 +11,10 @@ Invariants:
   clinician is asked which one), ``/patient`` closes it. It is shown in the prompt and passed
   with every question, so reads use it and a write can only reach it through the approval;
   every change is announced.
+- When clinician accounts exist the session starts with sign-in (name, then password; the
+  account's lock-out applies) and nothing is loaded before it succeeds; the clinician is the
+  author of every write (the servers' ``APPLIANCE_USER``) and is named in every approval and
+  carried by its result. With no accounts, writes are attributed to the operator, as it says.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass, field
 from appliance.agent.state import AgentState
 from appliance.config import Settings
 from appliance.errors import ApplianceError
-from appliance.tools.base import Approval
+from appliance.tools.base import Approval, signed_by
 from appliance.wording import action_words
+from common.operator import operator_name
 from common.patient_ids import is_patient_id
 from mcp_servers.contracts import TOOL_SERVERS
 
@@ -94,13 +99,16 @@ def turn_patient(state: AgentState):
     return _KEEP
 
 
-def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, safety=None) -> Approval:
+def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, safety=None,
+                 author: str | None = None) -> Approval:
     print(f"\nThe assistant proposes a change to the record: {action_words(tool, args)}")
     pid = args.get("patient_id")
     if pid:
         other = current is not None and current.patient_id is not None and pid != current.patient_id
         shown = current.label(pid) if current is not None else pid
         print(f"Patient: {shown}" + ("  (NOT the current patient)" if other else ""))
+    if author:
+        print(f"Author: {author}")
     if safety is not None:
         print(safety.formatted())
     print(json.dumps(args, indent=2))
@@ -113,12 +121,29 @@ def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, s
     return Approval(False, args, "rejected at the terminal")
 
 
+def session_clinician(settings: Settings) -> tuple[str | None, str]:
+    """Sign the clinician in when accounts exist: (account name or None, the line saying who writes)."""
+    from appliance.accounts import AccountStore
+    from appliance.sign_in import line_sign_in
+
+    store = AccountStore.from_settings(settings)
+    if not store.exists():
+        return None, (f"No clinician accounts on this appliance: writes are attributed to the operator, "
+                      f"{operator_name()} (`appliance user add NAME` creates an account).")
+    account = line_sign_in(store)
+    return account.name, f"Signed in as {account.label}: your writes carry your name."
+
+
 def interactive_session(settings: Settings, patient_id: str | None = None, script: dict | None = None) -> int:
     from appliance.runtime import build_agent
 
+    clinician, who = session_clinician(settings)
+    print(who, flush=True)
     print("Offline clinical assistant. Loading the model...", flush=True)
     current = CurrentPatient()
-    agent, tools = build_agent(settings, script, approver=lambda tool, args, safety=None: ask_approval(tool, args, current, safety))
+    author = clinician or operator_name()
+    approver = signed_by(lambda tool, args, safety=None: ask_approval(tool, args, current, safety, author), author)
+    agent, tools = build_agent(settings, script, approver=approver, clinician=clinician)
     print(f"Ready ({settings.model}). {HELP}\n", flush=True)
     if agent.model_notice:
         print(f"*** {agent.model_notice.upper()} ***\n", flush=True)

@@ -37,21 +37,27 @@ def load_model(settings: Settings) -> LlamaModel:
                       models_dir=models_dir())
 
 
-def build_agent(settings: Settings, script: dict | None = None,
-                approver: Approver = deny_all) -> tuple[Agent, MCPToolBox]:
+def build_agent(settings: Settings, script: dict | None = None, approver: Approver = deny_all,
+                clinician: str | None = None) -> tuple[Agent, MCPToolBox]:
     """The agent with real tools, and the real model unless a script replaces it; the caller
-    enters the returned tool box (it owns the server processes)."""
+    enters the returned tool box (it owns the server processes).
+
+    ``clinician`` (a signed-in account's name) becomes the servers' ``APPLIANCE_USER``, which
+    the EHR server records as the author of every write; None keeps the operator's.
+    """
     from appliance.agent.graph import Agent
     from appliance.tools.mcp_client import MCPToolBox
+
+    env = {"APPLIANCE_USER": clinician} if clinician else None
 
     if script is not None:
         from appliance.llm.fake import ScriptedModel
         from appliance.tools.scripted import ScriptedToolBox
 
         model = ScriptedModel({k: v for k, v in script.items() if k not in ("tools", "drug_names")})
-        tools = MCPToolBox()
+        tools = MCPToolBox(env)
         toolbox = ScriptedToolBox(script.get("tools", {}), tools, script.get("drug_names"))
         return Agent(model, toolbox, settings, approver), tools
     model = load_model(settings)  # before the tool client, so a bad model file leaves nothing running
-    tools = MCPToolBox()
+    tools = MCPToolBox(env)
     return Agent(model, tools, settings, approver), tools

@@ -1,9 +1,15 @@
 """Where the appliance keeps its state.
 
-Invariant: every file the appliance writes at run time (databases, sessions, logs, built
-indexes) lives under ``data_home()``, which is ``$APPLIANCE_HOME`` when set, otherwise
-``$XDG_DATA_HOME/clinical-appliance`` (``~/.local/share/clinical-appliance``). This module
-imports nothing from the project, so the MCP servers may use it too.
+Invariants:
+- Every file the appliance writes at run time (databases, sessions, logs, built indexes)
+  lives under ``data_home()``, which is ``$APPLIANCE_HOME`` when set, otherwise
+  ``$XDG_DATA_HOME/clinical-appliance`` (``~/.local/share/clinical-appliance``). This module
+  imports nothing from the project, so the MCP servers may use it too.
+- Those files may hold patient data, so they are private to the account that runs the
+  appliance: the entry points (``appliance`` command, MCP server launchers) run under
+  ``PRIVATE_UMASK`` (files 0600, directories 0700), ``common.sqlite`` creates database files
+  0600 whatever the umask (SQLite gives their -wal and -shm the database file's mode), and
+  ``make_private`` tightens what an older version created.
 """
 
 from __future__ import annotations
@@ -12,6 +18,33 @@ import os
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PRIVATE_UMASK = 0o077  # new files 0600, new directories 0700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) as a 0700 directory; tighten it if it exists."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def make_private(root: Path) -> int:
+    """Tighten ``root`` and everything under it: directories 0700, files 0600 (symlinks are
+    left alone). Returns how many modes were changed."""
+    changed = 0
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        want = PRIVATE_DIR_MODE if path.is_dir() else PRIVATE_FILE_MODE
+        try:
+            if path.stat().st_mode & 0o777 != want:
+                os.chmod(path, want)
+                changed += 1
+        except FileNotFoundError:  # a -wal or -shm that went away meanwhile
+            continue
+    return changed
 
 
 def data_home() -> Path:
@@ -37,6 +70,11 @@ def knowledge_db_path() -> Path:
 
 def sessions_db_path() -> Path:
     return data_home() / "sessions.sqlite"
+
+
+def accounts_db_path() -> Path:
+    """Clinician accounts (``appliance.accounts``): password hashes, so the file is 0600."""
+    return data_home() / "accounts.sqlite"
 
 
 def logs_dir() -> Path:

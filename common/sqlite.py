@@ -9,6 +9,8 @@ Invariants:
   foreign keys on. Writable connections put the file in WAL mode (persistent), so readers never
   wait for the writer and never see half a commit; read connections are ``query_only``.
   Connections are cheap and short-lived: one per call or per thread, never shared.
+- A database file ``connect`` creates is 0600 (``common.locations``: files holding patient
+  data are private), and so are the -wal and -shm files SQLite creates beside it.
 - The first ``connect`` to a file in a process runs ``PRAGMA quick_check`` (it reads the whole
   file, so only once per file per process); a damaged file raises ``DatabaseCorrupt``, never a
   bare sqlite3 error.
@@ -32,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import fcntl
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -42,6 +45,7 @@ from pathlib import Path
 from sqlite_utils import Database, Migrations
 
 from common.errors import ApplianceError
+from common.locations import PRIVATE_FILE_MODE
 
 BUSY_TIMEOUT_SECONDS = 15.0
 LEGACY_MIGRATIONS_TABLE = "_migrations"
@@ -64,6 +68,7 @@ def connect(path: Path | str, *, read_only: bool = False, durable: bool = True) 
     NORMAL`` saves an fsync per commit, and a power cut may lose the last commits but never
     leaves the file inconsistent.
     """
+    _create_private(path)
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
@@ -80,6 +85,17 @@ def connect(path: Path | str, *, read_only: bool = False, durable: bool = True) 
         conn.close()
         raise
     return db
+
+
+def _create_private(path: Path | str) -> None:
+    """Create a missing database file empty and 0600 (SQLite reads an empty file as an empty
+    database, and gives the -wal and -shm it creates the same mode)."""
+    if str(path) == ":memory:":
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+    except (FileExistsError, FileNotFoundError):  # present already; or no folder: SQLite says so
+        pass
 
 
 def _check_once(conn: sqlite3.Connection, path: Path | str) -> None:
@@ -185,7 +201,8 @@ def applied_migrations(db: Database, store: str) -> list[str]:
 @contextmanager
 def build_lock(path: Path) -> Iterator[None]:
     """Serialise concurrent builders of the database at ``path`` (a lock file beside it)."""
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
+    lock = path.with_name(path.name + ".lock")
+    with open(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -13,12 +13,16 @@ Invariants:
   neither in the bundle nor already in the database skips the resource ("unknown reference").
 - The whole import is one transaction: a crash leaves the database as it was. One audit row
   records an import that changed anything.
-- A file that is unreadable, not JSON, or not a supported Bundle raises ``BundleError``.
+- A file that is unreadable, not JSON, or not a supported Bundle raises ``BundleError``. A
+  resource whose fields have the wrong JSON types (a string ``Patient.name``, a list
+  ``Condition.code``; ``fhir_shapes``) or that the schema's constraints refuse is skipped, all
+  its rows or none, with the reason in the report: never a traceback, never half-stored.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, write_transaction
+from ehr_db import audit as audit_chain
 from ehr_db.errors import BundleError
 from ehr_db.fhir_mapping import (
     Skip,
@@ -38,6 +43,7 @@ from ehr_db.fhir_mapping import (
     observation_rows,
     patient_row,
 )
+from ehr_db.fhir_shapes import row_problem, shape_problem
 from ehr_db.migrations import migrate
 from ehr_db.repository import audit
 
@@ -186,6 +192,7 @@ def import_fhir_bundle(db_path: Path | str, bundle_path: Path | str, *, actor: s
                 audit(db, actor, "fhir_import", {"bundle": report.source},
                       {"created": sum(report.created.values()), "updated": sum(report.updated.values()),
                        "skipped": len(report.skipped)})
+        audit_chain.update_anchor(db)
     return report
 
 
@@ -214,14 +221,43 @@ def _import(db: Database, bundle: dict, report: ImportReport) -> None:
     for rtype, table in TABLES.items():
         for resource in pending[rtype]:
             try:
-                rows = _rows(rtype, resource, index, medications)
+                rows = _checked_rows(rtype, resource, index, medications)
+                outcomes = _upsert_all(db, table, rows)
             except Skip as why:
                 report.skipped.append(Skipped(rtype, resource["id"], str(why)))
                 continue
-            for row in rows:
-                outcome = _upsert(db, table, row)
+            for outcome in outcomes:
                 getattr(report, outcome)[table] += 1
             index.imported[rtype].add(resource["id"])
+
+
+def _checked_rows(rtype: str, resource: dict, index: _Index, medications: dict) -> list[dict]:
+    """The resource's rows, or ``Skip`` naming what is malformed (``fhir_shapes``)."""
+    problem = shape_problem(rtype, resource)
+    if problem:
+        raise Skip(f"malformed: {problem}")
+    try:
+        rows = _rows(rtype, resource, index, medications)
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError):
+        raise Skip(f"malformed: {rtype} has a field of an unexpected JSON type") from None
+    for row in rows:
+        problem = row_problem(rtype, row)
+        if problem:
+            raise Skip(f"malformed: {problem}")
+    return rows
+
+
+def _upsert_all(db: Database, table: str, rows: list[dict]) -> list[str]:
+    """Upsert a resource's rows together: all of them, or (``Skip``) none."""
+    db.execute("SAVEPOINT resource")
+    try:
+        outcomes = [_upsert(db, table, row) for row in rows]
+    except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError):
+        db.execute("ROLLBACK TO resource")
+        db.execute("RELEASE resource")
+        raise Skip("rejected by the record's constraints") from None
+    db.execute("RELEASE resource")
+    return outcomes
 
 
 def _rows(rtype: str, resource: dict, index: _Index, medications: dict) -> list[dict]:

@@ -11,7 +11,8 @@ Invariants:
   AllergyIntolerance, Observation, DocumentReference); ``id`` is the FHIR resource id.
   Codes: SNOMED CT for conditions, RxNorm for medications, LOINC for observations; a code is
   NULL when it is not known, never guessed.
-- ``audit_log`` is append-only, enforced by triggers.
+- ``audit_log`` is append-only, enforced by triggers, and hash-chained (``ehr_db.audit``):
+  the chain's head lives in ``audit_head``; triggers refuse a row that does not extend it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlite_utils import Database
 
 from common import sqlite
 from common.sqlite import Migration
+from ehr_db import audit
 
 STORE = "ehr"  # the migration set's name
 MIGRATIONS: list[Migration] = []
@@ -212,6 +214,71 @@ def m003_audit_log(db: Database) -> None:
             f"""
             CREATE TRIGGER audit_log_no_{event.lower()} BEFORE {event} ON audit_log
             BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END
+            """
+        )
+
+
+@migration
+def m004_audit_hash_chain(db: Database) -> None:
+    """Chain the audit log (``ehr_db.audit``): seq, prev_hash, row_hash on every row, existing
+    rows chained in id order, the head kept in ``audit_head`` by triggers."""
+    db.execute("DROP TRIGGER audit_log_no_update")  # the existing rows get their hashes below
+    for column in ("seq INTEGER", "prev_hash TEXT", "row_hash TEXT"):
+        db.execute(f"ALTER TABLE audit_log ADD COLUMN {column}")
+    seq, head = audit.chain_existing_rows(db)
+    db.execute("CREATE UNIQUE INDEX idx_audit_log_seq ON audit_log (seq)")
+    db.execute(
+        "CREATE TABLE audit_head (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL)"
+    )
+    db.execute("INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)", [seq, head])
+    db.execute(
+        """CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+           BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END"""
+    )
+    db.execute(
+        """CREATE TRIGGER audit_log_chained BEFORE INSERT ON audit_log
+           WHEN NEW.seq IS NOT (SELECT seq + 1 FROM audit_head WHERE id = 1)
+             OR NEW.prev_hash IS NOT (SELECT hash FROM audit_head WHERE id = 1)
+             OR NEW.row_hash IS NULL
+           BEGIN SELECT RAISE(ABORT, 'audit_log rows must extend the hash chain'); END"""
+    )
+    db.execute(
+        """CREATE TRIGGER audit_log_head AFTER INSERT ON audit_log
+           BEGIN UPDATE audit_head SET seq = NEW.seq, hash = NEW.row_hash WHERE id = 1; END"""
+    )
+    db.execute(
+        """CREATE TRIGGER audit_head_forward BEFORE UPDATE ON audit_head
+           WHEN NEW.id IS NOT 1 OR NEW.seq IS NOT OLD.seq + 1
+             OR NEW.hash IS NOT (SELECT row_hash FROM audit_log WHERE seq = NEW.seq)
+           BEGIN SELECT RAISE(ABORT, 'audit_head only follows the audit log'); END"""
+    )
+    db.execute(
+        """CREATE TRIGGER audit_head_no_delete BEFORE DELETE ON audit_head
+           BEGIN SELECT RAISE(ABORT, 'audit_head cannot be deleted'); END"""
+    )
+
+
+@migration
+def m005_write_idempotency_keys(db: Database) -> None:
+    """One row per performed write that came with an idempotency key (``EhrRepository._write``):
+    the key, unique, and what it did, so the same key never writes twice."""
+    db.execute(
+        """
+        CREATE TABLE write_keys (
+            idempotency_key TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,         -- JSON object, as in the write's audit row
+            record_id TEXT NOT NULL,         -- the record the write created
+            at TEXT NOT NULL
+        )
+        """
+    )
+    db.execute("CREATE UNIQUE INDEX idx_write_keys_key ON write_keys (idempotency_key)")
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"""
+            CREATE TRIGGER write_keys_no_{event.lower()} BEFORE {event} ON write_keys
+            BEGIN SELECT RAISE(ABORT, 'write_keys is append-only'); END
             """
         )
 

@@ -5,7 +5,16 @@ Invariants:
   dosage/frequency/severity/note type plausible); a rejected write raises an ``EhrError`` and
   writes nothing.
 - Every accepted write is one ``BEGIN IMMEDIATE`` transaction holding the new record and its
-  ``audit_log`` row, with author and UTC time: both are stored or neither.
+  ``audit_log`` row, with author and UTC time: both are stored or neither. The time is read
+  after the write lock is taken, so the record and its audit row carry the same instant.
+- The audit log is a hash chain (``ehr_db.audit``); writes and non-write events
+  (``record_event``) are appended to it, and its head is anchored beside the file after commit.
+- A prescription's drug or an allergy's substance may not be the patient's own name.
+- A write may carry an idempotency key (made by the caller, once per intended write). The key
+  is stored in ``write_keys`` (unique) in the write's own transaction; a write whose key is
+  already there writes nothing, adds no audit row and returns the first write's record id, so
+  a write that reaches the record twice (a retry, a resent request) is performed once. A key
+  reused for a different write is refused.
 - Each call opens its own connection (``common.sqlite``: WAL, busy timeout, foreign keys on),
   so one repository may be used from many threads.
 - Charts are read in one snapshot, so a concurrent write is seen whole or not at all.
@@ -24,6 +33,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, read_snapshot, write_transaction
+from ehr_db import audit as audit_chain
 from ehr_db import validation
 from ehr_db.codes import rxnorm_for
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
@@ -33,6 +43,7 @@ MAX_SEARCH_RESULTS = 20
 RECENT_NOTES = 3
 NOTE_PREVIEW_CHARS = 600
 MAX_RESULT_CODES = 20  # distinct lab (or vital) codes shown in a chart
+MAX_EVENT_DETAILS_CHARS = 20000
 
 
 def fold(text: str) -> str:
@@ -48,18 +59,27 @@ def name_key(given: str, family: str) -> str:
 
 
 def audit(db: Database, actor: str, tool: str, arguments: dict, result: dict | None,
-          outcome: str = "success") -> None:
-    """Append one audit row (inside the caller's transaction)."""
-    db["audit_log"].insert(
-        {
-            "at": now_iso(),
-            "actor": actor,
-            "tool": tool,
-            "arguments": json.dumps(arguments, sort_keys=True),
-            "result": json.dumps(result, sort_keys=True) if result is not None else None,
-            "outcome": outcome,
-        }
-    )
+          outcome: str = "success", at: str | None = None) -> None:
+    """Append one row to the hash-chained audit log (inside the caller's transaction)."""
+    audit_chain.append(db, actor, tool, arguments, result, outcome, at)
+
+
+_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{8,100}")
+
+
+def _idempotency_key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _KEY_RE.fullmatch(value.strip()):
+        raise InvalidField("idempotency_key", "must be 8-100 letters, digits, '.', '_', ':' or '-'")
+    return value.strip()
+
+
+def _is_patient_name(value: str, given: str, family: str) -> bool:
+    """Whether ``value`` is the patient's name (whole, either order, or one part of it)."""
+    folded = fold(value)
+    parts = {fold(given), fold(family), fold(f"{given} {family}"), fold(f"{family} {given}")}
+    return bool(folded) and folded in parts - {""}
 
 
 def _age(birth_date: str | None, today: date) -> int | None:
@@ -96,6 +116,11 @@ class EhrRepository:
         if not self.path.exists():
             raise DatabaseNotReady("the health record database has not been created")
         return opened(self.path)
+
+    def _open_read(self):
+        if not self.path.exists():
+            raise DatabaseNotReady("the health record database has not been created")
+        return opened(self.path, read_only=True)
 
     def migrate(self) -> list[str]:
         """Bring the schema up to date (idempotent)."""
@@ -241,18 +266,44 @@ class EhrRepository:
     # -- writes ---------------------------------------------------------------------------
 
     def _write(self, tool: str, table: str, patient_id: str, record: dict, author: str,
-               arguments: dict) -> str:
+               arguments: dict, time_field: str, not_names: dict[str, str] | None = None,
+               idempotency_key: str | None = None) -> str:
+        """Insert ``record`` and its audit row in one transaction. The time is read once the
+        write lock is held, so the record and its audit row carry the same instant whatever
+        the wait. ``not_names``: fields that may not hold the patient's own name -> what they hold.
+        ``idempotency_key``: see the module docstring."""
         new_id = str(uuid.uuid4())
-        with self._open() as db, write_transaction(db):
-            if db.execute("SELECT 1 FROM patients WHERE id = ?", [patient_id]).fetchone() is None:
-                raise PatientNotFound(patient_id)
-            db[table].insert({"id": new_id, "patient_id": patient_id, **record, "source": "appliance"})
-            audit(db, author, tool, {"patient_id": patient_id, **arguments}, {"id": new_id})
+        key = _idempotency_key(idempotency_key)
+        audited = json.dumps({"patient_id": patient_id, **arguments}, sort_keys=True)
+        with self._open() as db:
+            with write_transaction(db):
+                if key is not None:
+                    done = db.execute("SELECT tool, arguments, record_id FROM write_keys WHERE idempotency_key = ?",
+                                      [key]).fetchone()
+                    if done is not None:
+                        if (done[0], done[1]) != (tool, audited):
+                            raise InvalidField("idempotency_key", "was already used for a different write")
+                        return done[2]  # performed already: nothing written, nothing audited
+                patient = db.execute("SELECT given, family FROM patients WHERE id = ?", [patient_id]).fetchone()
+                if patient is None:
+                    raise PatientNotFound(patient_id)
+                for name, what in (not_names or {}).items():
+                    if _is_patient_name(record[name], *patient):
+                        raise InvalidField(name, f"is the patient's name, not {what}")
+                at = now_iso()
+                db[table].insert({"id": new_id, "patient_id": patient_id, **record, time_field: at,
+                                  "source": "appliance"})
+                audit(db, author, tool, {"patient_id": patient_id, **arguments}, {"id": new_id}, at=at)
+                if key is not None:
+                    db["write_keys"].insert({"idempotency_key": key, "tool": tool, "arguments": audited,
+                                             "record_id": new_id, "at": at})
+            audit_chain.update_anchor(db)
         return new_id
 
     def prescribe_medication(self, patient_id: str, medication_name: str, dosage: str,
-                             frequency: str, notes: str | None = None, *, author: str) -> str:
-        """Create an active medication order; returns its id."""
+                             frequency: str, notes: str | None = None, *, author: str,
+                             idempotency_key: str | None = None) -> str:
+        """Create an active medication order; returns its id (the first one's, for a repeated key)."""
         pid = validation.patient_id(patient_id)
         args = {
             "medication_name": validation.required_text("medication_name", medication_name, 200),
@@ -267,13 +318,13 @@ class EhrRepository:
             "status": "active",
             "intent": "order",
             "author": who,
-            "authored_at": now_iso(),
         }
-        return self._write("prescribe_medication", "medication_requests", pid, record, who, args)
+        return self._write("prescribe_medication", "medication_requests", pid, record, who, args, "authored_at",
+                           not_names={"medication_name": "a medication"}, idempotency_key=idempotency_key)
 
     def add_allergy(self, patient_id: str, substance: str, reaction: str,
-                    severity: str | None, *, author: str) -> str:
-        """Record an active allergy or intolerance; returns its id."""
+                    severity: str | None, *, author: str, idempotency_key: str | None = None) -> str:
+        """Record an active allergy or intolerance; returns its id (the first one's, for a repeated key)."""
         pid = validation.patient_id(patient_id)
         args = {
             "substance": validation.required_text("substance", substance, 200),
@@ -287,17 +338,17 @@ class EhrRepository:
             "substance_system": None,
             "clinical_status": "active",
             "author": who,
-            "recorded_at": now_iso(),
         }
-        return self._write("add_allergy", "allergy_intolerances", pid, record, who, args)
+        return self._write("add_allergy", "allergy_intolerances", pid, record, who, args, "recorded_at",
+                           not_names={"substance": "a substance"}, idempotency_key=idempotency_key)
 
     def save_clinical_note(self, patient_id: str, note_type: str, note_text: str, *,
-                           author: str) -> str:
-        """Save a current clinical note; returns its id."""
+                           author: str, idempotency_key: str | None = None) -> str:
+        """Save a current clinical note; returns its id (the first one's, for a repeated key)."""
         pid = validation.patient_id(patient_id)
         args = {
             "note_type": validation.note_type(note_type),
-            "note_text": validation.required_text("note_text", note_text, 20000),
+            "note_text": validation.required_text("note_text", note_text, 20000, multiline=True),
         }
         who = validation.required_text("author", author, 200)
         record = {
@@ -305,7 +356,45 @@ class EhrRepository:
             "title": f"{args['note_type'].capitalize()} note",
             "text": args["note_text"],
             "author": who,
-            "created_at": now_iso(),
             "status": "current",
         }
-        return self._write("save_clinical_note", "document_references", pid, record, who, args)
+        return self._write("save_clinical_note", "document_references", pid, record, who, args, "created_at",
+                           idempotency_key=idempotency_key)
+
+    # -- the audit chain ------------------------------------------------------------------
+
+    def record_event(self, kind: str, patient_id: str | None, actor: str, details: dict) -> int:
+        """Append a non-write event (``audit.EVENT_KINDS``: an approval, rejection, override,
+        safety findings, a restore) to the audit chain; returns its seq. ``details`` is a
+        JSON object kept as given (up to ``MAX_EVENT_DETAILS_CHARS``)."""
+        if kind not in audit_chain.EVENT_KINDS:
+            raise InvalidField("kind", "must be one of " + ", ".join(audit_chain.EVENT_KINDS))
+        pid = validation.patient_id(patient_id) if patient_id is not None else None
+        who = validation.required_text("actor", actor, 200)
+        if not isinstance(details, dict):
+            raise InvalidField("details", "must be a JSON object")
+        try:
+            size = len(json.dumps(details, sort_keys=True))
+        except (TypeError, ValueError):
+            raise InvalidField("details", "must hold only JSON values") from None
+        if size > MAX_EVENT_DETAILS_CHARS:
+            raise InvalidField("details", f"must be at most {MAX_EVENT_DETAILS_CHARS} characters as JSON")
+        arguments = {"details": details} if pid is None else {"patient_id": pid, "details": details}
+        with self._open() as db:
+            with write_transaction(db):
+                seq, _ = audit_chain.append(db, who, kind, arguments, None)
+            audit_chain.update_anchor(db)
+        return seq
+
+    def verify_audit(self) -> audit_chain.Verdict:
+        """Walk the audit chain and compare its end with the anchor file (read only)."""
+        with self._open_read() as db:
+            return audit_chain.verify(db, audit_chain.read_anchor(self.path))
+
+    def audit_trail(self, patient_id: str) -> list[dict]:
+        """The audit rows about one patient (writes and events), oldest first."""
+        pid = validation.patient_id(patient_id)
+        with self._open_read() as db:
+            if not audit_chain.is_chained(db):
+                raise audit_chain.AuditError("the audit log has no hash chain yet; run `appliance init` to add it")
+            return audit_chain.rows_for_patient(db, pid)

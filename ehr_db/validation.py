@@ -1,12 +1,18 @@
 """Checks applied to every clinician-entered field before a write.
 
-Invariant: a value that passes is stripped and plausible; a value that fails raises
-``InvalidField`` naming the field, with a reason that never repeats the value itself.
+Invariants:
+- A value that passes is stripped and plausible; a value that fails raises ``InvalidField``
+  naming the field, with a reason that never repeats the value itself.
+- Text holds something visible: a value of only spaces, zero-width or other invisible
+  characters is empty. It holds no control characters (NUL included; a note may hold line
+  breaks and tabs), no text-direction overrides (they make the approval dialog show other text
+  than what is stored) and no unpaired surrogates.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from common.patient_ids import MAX_PATIENT_ID_LENGTH, is_patient_id
 from ehr_db.errors import InvalidField
@@ -55,21 +61,53 @@ _QUALIFIER = (
 FREQUENCY_RE = re.compile(rf"(?:{_BASE}){_QUALIFIER}", re.IGNORECASE)
 
 
-def required_text(field: str, value: object, max_length: int) -> str:
-    """The value stripped; rejects non-strings, blanks and over-long values."""
+# Text-direction controls (bidi embeddings, overrides, isolates and marks).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+# Letters and symbols that render as blank space.
+_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_LINE_BREAKS = frozenset("\n\r\t")
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` has a character that shows: not a space, a format character (zero-width
+    space, joiner, BOM...), a control, a lone combining mark or a blank glyph."""
+    return any(not (c.isspace() or c in _BLANK_GLYPHS or unicodedata.category(c) in ("Cc", "Cf", "Mn", "Me"))
+               for c in text)
+
+
+def _character_problem(text: str, multiline: bool) -> str | None:
+    for c in text:
+        if c in BIDI_CONTROLS:
+            return "must not contain text-direction control characters"
+        category = unicodedata.category(c)
+        if category == "Cc" and not (multiline and c in _LINE_BREAKS):
+            return "must not contain control characters" + ("" if multiline else " or line breaks")
+        if category == "Cs":
+            return "must not contain invalid characters"
+    return None
+
+
+def required_text(field: str, value: object, max_length: int, *, multiline: bool = False) -> str:
+    """The value stripped; rejects non-strings, blank or invisible values, control characters
+    (line breaks and tabs only where ``multiline``), text-direction overrides and over-long values."""
     if not isinstance(value, str):
         raise InvalidField(field, "must be text")
     text = value.strip()
-    if not text:
+    if not visible(text):
         raise InvalidField(field, "must not be empty")
+    problem = _character_problem(text, multiline)
+    if problem:
+        raise InvalidField(field, problem)
     if len(text) > max_length:
         raise InvalidField(field, f"must be at most {max_length} characters")
     return text
 
 
 def optional_text(field: str, value: object, max_length: int) -> str | None:
-    """Like ``required_text`` but None or blank becomes None."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    """Like ``required_text`` but None, blank or invisible becomes None (a control character
+    is still refused)."""
+    if value is None or (isinstance(value, str) and not visible(value)
+                         and _character_problem(value.strip(), False) is None):
         return None
     return required_text(field, value, max_length)
 

@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 from pathlib import Path
 from typing import Callable
@@ -23,6 +24,7 @@ from fastmcp.exceptions import ToolError, ValidationError
 from fastmcp.server.middleware import Middleware
 from pydantic import ValidationError as PydanticValidationError
 
+from common.locations import PRIVATE_UMASK
 from mcp_servers.contracts import tool_error_message
 
 # Pydantic error types that mean "nothing was given" rather than "something wrong was given".
@@ -70,7 +72,9 @@ class LazyDatabase:
 
 def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callable[[Path], None],
           default_db: Callable[[], Path]) -> int:
-    """The server's command line: ``--db`` or ``default_db()`` (the data home's file), then run."""
+    """The server's command line: ``--db`` or ``default_db()`` (the data home's file), then run.
+    Files the server creates are private (``common.locations.PRIVATE_UMASK``)."""
+    os.umask(PRIVATE_UMASK)
     parser = argparse.ArgumentParser(prog=f"python -m mcp_servers.{name}", description=doc.strip().splitlines()[0])
     parser.add_argument("--db", type=Path, help="database file (default: the appliance data home)")
     parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from common.patient_ids import MAX_PATIENT_ID_LENGTH
 
@@ -50,9 +50,49 @@ class LiteratureSearchArgs(_Args):
     query: str = Field(min_length=1, max_length=120, description="Search query for medical literature")
 
 
+def _whole_number(text: str) -> str:
+    """Digits only, as a whole number of at most three digits ("64", not "64.5" or "sixty")."""
+    value = text.strip()
+    if not value.isdigit():
+        raise ValueError("must be a whole number written in digits")
+    return str(int(value))
+
+
+# Numbers the model fills are digit strings: the fast decoder handles no numbers
+# (appliance.llm.fast), and a string keeps the schema on it. Code reads them as ints.
+Years = Annotated[str, Field(min_length=1, max_length=3, description="Whole years, digits only"),
+                  AfterValidator(_whole_number)]
+PageSize = Annotated[str, Field(min_length=1, max_length=3, description="Trials per page, digits only (capped at 50)"),
+                     AfterValidator(_whole_number)]
+TrialStatus = Literal["recruiting", "active", "completed", "any"]
+TrialPhase = Literal["early_phase1", "phase1", "phase2", "phase3", "phase4", "not_applicable"]
+StudyType = Literal["interventional", "observational", "expanded_access"]
+NctId = Annotated[str, Field(min_length=1, max_length=20)]
+
+
 class ClinicalTrialsArgs(_Args):
+    """A trial search with ClinicalTrials.gov's meanings (docs/design.md §12): status null means
+    recruiting (the default), "any" every status; the patient's sex and age keep the trials
+    that take them."""
+
     condition: Name
-    status: Literal["recruiting", "active", "completed"] | None
+    intervention: Name | None
+    eligibility_keywords: ShortText | None
+    status: TrialStatus | None
+    phase: TrialPhase | None
+    sex: Literal["female", "male"] | None
+    patient_age: Years | None
+    study_type: StudyType | None
+    page_size: PageSize | None
+
+
+class TrialDetailsArgs(_Args):
+    nct_id: NctId
+
+
+class PrescreenArgs(_Args):
+    patient_id: PatientId
+    condition: Name | None
 
 
 class PatientSearchArgs(_Args):
@@ -93,6 +133,8 @@ ToolName = Literal[
     "check_drug_interactions",
     "search_medical_literature",
     "find_clinical_trials",
+    "get_trial_details",
+    "prescreen_for_trials",
     "search_patient",
     "get_patient_chart",
     "prescribe_medication",
@@ -106,6 +148,8 @@ ARG_SCHEMAS: dict[str, type[BaseModel]] = {
     "check_drug_interactions": DrugInteractionArgs,
     "search_medical_literature": LiteratureSearchArgs,
     "find_clinical_trials": ClinicalTrialsArgs,
+    "get_trial_details": TrialDetailsArgs,
+    "prescreen_for_trials": PrescreenArgs,
     "search_patient": PatientSearchArgs,
     "get_patient_chart": PatientChartArgs,
     "prescribe_medication": PrescribeMedicationArgs,
@@ -122,6 +166,8 @@ TOOL_LABELS: dict[str, str] = {
     "check_drug_interactions": "Drug Interaction Check",
     "search_medical_literature": "Medical Literature",
     "find_clinical_trials": "Clinical Trials",
+    "get_trial_details": "Clinical Trial Details",
+    "prescreen_for_trials": "Trial Prescreen",
     "prescribe_medication": "Prescription",
     "add_allergy": "Allergy Documentation",
     "save_clinical_note": "Clinical Note",
@@ -129,7 +175,8 @@ TOOL_LABELS: dict[str, str] = {
 }
 
 # Which server answers which tool. analyze_medical_image runs in the agent process because it
-# needs the vision model (mmproj), not a data source.
+# needs the vision model (mmproj), not a data source; prescreen_for_trials too, because it judges
+# each eligibility criterion with the language model (appliance.prescreen).
 TOOL_SERVERS: dict[str, str] = {
     "search_patient": "ehr",
     "get_patient_chart": "ehr",
@@ -140,10 +187,20 @@ TOOL_SERVERS: dict[str, str] = {
     "check_drug_interactions": "knowledge",
     "search_medical_literature": "knowledge",
     "find_clinical_trials": "knowledge",
+    "get_trial_details": "knowledge",
+    "prescreen_for_trials": "local",
     "analyze_medical_image": "local",
 }
 
 WRITE_TOOLS = frozenset({"prescribe_medication", "add_allergy", "save_clinical_note"})
+# The one parameter of the write tools that is not in ARG_SCHEMAS: the model never fills it.
+# The agent's code sends a fresh key per approved write; the record performs a key once
+# (``ehr_db.repository``). Optional, so other clients may omit it.
+IDEMPOTENCY_KEY = "idempotency_key"
+IdempotencyKey = Annotated[str | None, Field(
+    min_length=8, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$",
+    description="Set by the calling code, one per intended write: a repeated key is performed once.",
+)]
 
 # Full descriptions for TOOL_SELECT stage 1 (docs/design.md §12), in our words, argument lists
 # matching ARG_SCHEMAS.
@@ -163,9 +220,24 @@ FULL_DESCRIPTIONS: dict[str, str] = {
         "reviews. Use when the clinician asks for evidence, studies or research on a topic."
     ),
     "find_clinical_trials": (
-        "find_clinical_trials(condition, status) - Find clinical trials for a condition, "
-        "optionally only recruiting, active or completed ones. Use when the clinician asks "
-        "about trials, experimental treatments or new therapies under study."
+        "find_clinical_trials(condition, intervention, eligibility_keywords, status, phase, sex, "
+        "patient_age, study_type, page_size) - Find clinical trials for a condition in the local "
+        "ClinicalTrials.gov cache; optionally by intervention, words in the eligibility criteria, "
+        "status (recruiting by default; active, completed or any), phase, the sex and age of the "
+        "patient, and study type. Use when the clinician asks about trials, experimental "
+        "treatments or new therapies under study."
+    ),
+    "get_trial_details": (
+        "get_trial_details(nct_id) - Get one trial's details by its NCT id: the full eligibility "
+        "criteria split into inclusion and exclusion criteria, ages, sex, arms, interventions and "
+        "locations. Use when the clinician asks about a specific trial or its eligibility criteria."
+    ),
+    "prescreen_for_trials": (
+        "prescreen_for_trials(patient_id, condition) - Check a patient's chart against the "
+        "eligibility criteria of matching trials in the local cache, criterion by criterion, and "
+        "rank the trials: eligible, uncertain (with the questions to resolve), excluded or not "
+        "eligible. condition may be null (the patient's problems are searched). Use when the "
+        "clinician asks whether a patient is eligible for any trials."
     ),
     "search_patient": (
         "search_patient(name) - Find a patient in the health record by name. Returns matching "
@@ -207,6 +279,7 @@ ErrorType = Literal[
     "timeout",
     "rate_limit",
     "service_unavailable",
+    "permanent_failure",  # the service answered but cannot work until someone fixes it: never retried
     "server_error",
     "invalid_response",
     "rejected_by_user",

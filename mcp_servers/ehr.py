@@ -2,7 +2,16 @@
 
 Invariants:
 - Tool names and parameters match ``contracts.ARG_SCHEMAS`` exactly (same names, order,
-  types, bounds; every parameter required, nullable where it may be empty).
+  types, bounds; every parameter required, nullable where it may be empty), plus the write
+  tools' optional ``idempotency_key`` (``contracts.IDEMPOTENCY_KEY``), which the agent's code
+  sets and the model never sees: a repeated key is performed once. One more tool,
+  ``record_audit_event``, is not the model's: the agent's approval code records approvals,
+  rejections, overrides and safety findings with it on the record's hash-chained audit log.
+- Faults no retry can fix (a missing, damaged, read-only or full database) are
+  ``permanent_failure`` with one clear sentence; a busy database is ``service_unavailable``.
+  A failed write's message says the record was not changed (its transaction rolled back).
+  At start-up the database is opened once (integrity check, migrations); a fault is one line
+  on stderr, and the server still serves, reporting the fault per call.
 - Every expected failure is a ``ToolError`` whose message is ``"<error_type>: <text>"``
   (``contracts.tool_error_message``); the text is clinician-safe and carries no patient data
   beyond what the caller sent. Anything unexpected is masked (``mask_error_details=True``).
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,10 +47,11 @@ from fastmcp.server.dependencies import get_http_request
 from pydantic import Field
 
 from common.operator import operator_name
+from common.sqlite import DatabaseCorrupt
 from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository
 from mcp_servers._serve import ArgumentErrors, serve
-from mcp_servers.contracts import Name, PatientId, ShortText, tool_error_message
+from mcp_servers.contracts import IdempotencyKey, Name, PatientId, ShortText, tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr")
 
@@ -97,9 +108,45 @@ def _author() -> str:
     return operator_name()
 
 
+NOT_CHANGED = " The record was not changed."
+# SQLite result codes (``sqlite_errorname``, extended codes by prefix) that no retry can fix.
+PERMANENT_SQLITE = {
+    "SQLITE_CORRUPT": "is damaged", "SQLITE_NOTADB": "is damaged", "SQLITE_READONLY": "is read-only",
+    "SQLITE_CANTOPEN": "cannot be opened", "SQLITE_PERM": "cannot be opened", "SQLITE_FULL": "has no disk space left",
+    "SQLITE_IOERR": "cannot be read from disk",
+}
+_TRANSIENT_SQLITE = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def _sqlite_fault(exc: sqlite3.Error) -> str | None:
+    """'busy', a permanent fault's wording (``PERMANENT_SQLITE``), or None for anything else."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc).lower()
+    if name.startswith(_TRANSIENT_SQLITE) or "locked" in text or "busy" in text:
+        return "busy"
+    for code, wording in PERMANENT_SQLITE.items():
+        if name == code or name.startswith(code + "_"):
+            return wording
+    for words, wording in (("readonly", "is read-only"), ("malformed", "is damaged"),
+                           ("not a database", "is damaged"), ("unable to open", "cannot be opened"),
+                           ("disk is full", "has no disk space left"), ("disk i/o", "cannot be read from disk")):
+        if words in text:
+            return wording
+    return None
+
+
+def _permanent(tool: str, wording: str, write: bool,
+               remedy: str = "An administrator must repair it or restore it from a backup.") -> ToolError:
+    log.error("%s: permanent fault: the database %s", tool, wording)
+    text = f"The health record cannot be used: its database {wording}. {remedy}"
+    return ToolError(tool_error_message("permanent_failure", text + (NOT_CHANGED if write else "")))
+
+
 @contextmanager
-def _edge(tool: str) -> Iterator[None]:
-    """Convert repository and database failures into contract ToolErrors."""
+def _edge(tool: str, *, write: bool = False) -> Iterator[None]:
+    """Convert repository and database failures into contract ToolErrors: expected ones by
+    kind, faults that retrying cannot fix as ``permanent_failure``; a failed write always says
+    the record was not changed (its transaction rolled back)."""
     try:
         yield
     except PatientNotFound as exc:
@@ -111,22 +158,26 @@ def _edge(tool: str) -> Iterator[None]:
         log.info("%s: rejected field %s", tool, exc.field)
         raise ToolError(tool_error_message("invalid_args", f"{exc.field} {exc.reason}")) from None
     except DatabaseNotReady:
-        log.warning("%s: database not initialised", tool)
-        raise ToolError(tool_error_message(
-            "service_unavailable", "The health record is not set up yet; run 'appliance init'."
-        )) from None
+        raise _permanent(tool, "is not set up", write, "An administrator must run 'appliance init'.") from None
+    except DatabaseCorrupt:
+        raise _permanent(tool, "is damaged", write) from None
     except EhrError:
         log.warning("%s: record error", tool)
-        raise ToolError(tool_error_message("server_error", "The health record rejected the request.")) from None
-    except sqlite3.OperationalError as exc:
-        busy = "locked" in str(exc) or "busy" in str(exc)
-        log.warning("%s: database %s", tool, "busy" if busy else "error")
-        if busy:
-            raise ToolError(tool_error_message("service_unavailable", "The health record is busy; try again.")) from None
-        raise ToolError(tool_error_message("server_error", "The health record could not be read.")) from None
-    except sqlite3.Error:
+        raise ToolError(tool_error_message("server_error", "The health record rejected the request."
+                                           + (NOT_CHANGED if write else ""))) from None
+    except sqlite3.Error as exc:
+        fault = _sqlite_fault(exc)
+        if fault == "busy":
+            log.warning("%s: database busy", tool)
+            raise ToolError(tool_error_message(
+                "service_unavailable", "The health record is busy; try again." + (NOT_CHANGED if write else "")
+            )) from None
+        if fault is not None:
+            raise _permanent(tool, fault, write) from None
         log.warning("%s: database error", tool)
-        raise ToolError(tool_error_message("server_error", "The health record could not be read.")) from None
+        text = "The health record could not be written to." + NOT_CHANGED if write else \
+            "The health record could not be read."
+        raise ToolError(tool_error_message("server_error", text)) from None
 
 
 @mcp.tool(annotations={"title": "Patient Search", **READ})
@@ -162,14 +213,15 @@ def prescribe_medication(
     dosage: Annotated[str, Field(min_length=1, max_length=40)],
     frequency: Annotated[str, Field(min_length=1, max_length=40)],
     notes: Annotated[str | None, Field(max_length=200)],
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a new active medication order for a patient. dosage needs a number and a unit
     ("500 mg", "10 mg/kg", "1 tablet"); frequency like "once daily", "BID", "every 8 hours",
     "q6h" or "PRN"; notes may be null. Returns the new order's id."""
     author = _author()
-    with _edge("prescribe_medication"):
+    with _edge("prescribe_medication", write=True):
         new_id = _repository().prescribe_medication(
-            patient_id, medication_name, dosage, frequency, notes, author=author
+            patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key
         )
     log.info("prescribe_medication: created")
     return {
@@ -189,13 +241,15 @@ def add_allergy(
     substance: Name,
     reaction: ShortText,
     severity: Literal["mild", "moderate", "severe"] | None,
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Record an allergy or adverse reaction in a patient's record: the substance, the
     reaction seen, and severity (mild, moderate, severe, or null when unknown). Returns the
     new allergy record's id."""
     author = _author()
-    with _edge("add_allergy"):
-        new_id = _repository().add_allergy(patient_id, substance, reaction, severity, author=author)
+    with _edge("add_allergy", write=True):
+        new_id = _repository().add_allergy(patient_id, substance, reaction, severity, author=author,
+                                           idempotency_key=idempotency_key)
     log.info("add_allergy: created")
     return {
         "id": new_id,
@@ -212,12 +266,14 @@ def save_clinical_note(
     patient_id: PatientId,
     note_type: Literal["progress", "consult", "procedure", "discharge", "telephone", "other"],
     note_text: Annotated[str, Field(min_length=1, max_length=1500)],
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Save a clinical note to a patient's record (progress, consult, procedure, discharge,
     telephone or other). Returns the new note's id."""
     author = _author()
-    with _edge("save_clinical_note"):
-        new_id = _repository().save_clinical_note(patient_id, note_type, note_text, author=author)
+    with _edge("save_clinical_note", write=True):
+        new_id = _repository().save_clinical_note(patient_id, note_type, note_text, author=author,
+                                                  idempotency_key=idempotency_key)
     log.info("save_clinical_note: created")
     return {
         "id": new_id,
@@ -228,10 +284,44 @@ def save_clinical_note(
     }
 
 
+# Not one of the agent's tools (``contracts.ARG_SCHEMAS``): the agent's approval code calls it.
+AUDIT_EVENT_TOOL = "record_audit_event"
+AuditEventKind = Literal["approval", "rejection", "override", "safety_findings"]
+
+
+@mcp.tool(name=AUDIT_EVENT_TOOL, annotations={"title": "Audit Event", **WRITE})
+def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, details: dict[str, Any]) -> dict[str, Any]:
+    """Append an event that is not a write (the clinician approved, rejected or overrode a write;
+    the safety findings shown) to the record's hash-chained audit log, attributed to the
+    caller. details: a JSON object of what was decided. Returns the event's sequence number."""
+    author = _author()
+    with _edge(AUDIT_EVENT_TOOL, write=True):
+        seq = _repository().record_event(kind, patient_id, author, details)
+    log.info("%s: recorded %s", AUDIT_EVENT_TOOL, kind)
+    return {"seq": seq, "kind": kind}
+
+
+def _startup_check() -> None:
+    """Open (and so integrity-check and migrate) the database once at start-up; a fault is one
+    line on stderr, and the server keeps serving so each tool reports it as permanent."""
+    try:
+        _repository()
+    except (EhrError, DatabaseCorrupt) as exc:
+        print(f"ehr server: {exc}", file=sys.stderr, flush=True)
+    except sqlite3.Error as exc:
+        print(f"ehr server: the health record database {_sqlite_fault(exc) or 'cannot be used'}", file=sys.stderr,
+              flush=True)
+
+
+def _configure_and_check(db_path: Path | str | None) -> None:
+    configure(db_path)
+    _startup_check()
+
+
 def main(argv: list[str] | None = None) -> int:
     from common.locations import ehr_db_path  # the launcher resolves the default; the tools take a path
 
-    return serve(mcp, argv, name="ehr", doc=__doc__, configure=configure, default_db=ehr_db_path)
+    return serve(mcp, argv, name="ehr", doc=__doc__, configure=_configure_and_check, default_db=ehr_db_path)
 
 
 if __name__ == "__main__":

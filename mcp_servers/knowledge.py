@@ -8,7 +8,7 @@ Invariants:
   starter content at the first call (``ensure_database`` is idempotent).
 - The agent tools' parameters match ``contracts.ARG_SCHEMAS`` (names, types, order). The agent
   always sends every field; for other MCP clients a nullable field may default to null here
-  (``find_clinical_trials.status``) without changing the agent's schema.
+  (``find_clinical_trials``' filters) without changing the agent's schema.
 - Expected failures are ``ToolError("<error_type>: <text>")`` with clinician-safe text; anything
   unexpected is masked by ``mask_error_details``. An unknown drug is ``drug_not_in_database``,
   never an empty result.
@@ -29,7 +29,18 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from mcp_servers import knowledge_queries as queries
-from mcp_servers.contracts import Name, drugs_not_found_text, tool_error_message
+from mcp_servers.contracts import (
+    Name,
+    NctId,
+    PageSize,
+    ShortText,
+    StudyType,
+    TrialPhase,
+    TrialStatus,
+    Years,
+    drugs_not_found_text,
+    tool_error_message,
+)
 from mcp_servers.knowledge_store import (
     AmbiguousDrugName,
     DrugNotFound,
@@ -119,22 +130,49 @@ def search_medical_literature(
 
 
 @mcp.tool(annotations=READ_ONLY)
-def find_clinical_trials(condition: Name, status: Literal["recruiting", "active", "completed"] | None = None) -> dict:
-    """Find clinical trials for a condition, ranked by relevance.
+def find_clinical_trials(
+    condition: Name,
+    intervention: Name | None = None,
+    eligibility_keywords: ShortText | None = None,
+    status: TrialStatus | None = None,
+    phase: TrialPhase | None = None,
+    sex: Literal["female", "male"] | None = None,
+    patient_age: Years | None = None,
+    study_type: StudyType | None = None,
+    page_size: PageSize | None = None,
+) -> dict:
+    """Find clinical trials for a condition, best match first, as ClinicalTrials.gov filters them.
 
-    status: "recruiting" (open or about to open), "active" (ongoing: recruiting or running),
-    "completed", or null / omitted for any status. Returns NCT id, title, status, phase, conditions and
-    locations. Records marked demo_record are demonstration entries, not real studies.
+    condition: words that must occur in a trial's conditions, keywords or title.
+    intervention: words that must occur in its interventions (a drug, device or procedure).
+    eligibility_keywords: words that must occur in its eligibility criteria text.
+    status: "recruiting" (open or about to open; the default when null or omitted), "active"
+    (ongoing: recruiting or running), "completed", or "any".
+    phase: keeps trials whose phases include it (a Phase 1/Phase 2 trial has both).
+    sex: the patient's sex; keeps trials open to it (all sexes, or that sex).
+    patient_age: the patient's age in whole years; keeps trials whose minimum and maximum ages
+    (no limit where the record gives none) admit it.
+    study_type: interventional, observational or expanded_access.
+    page_size: trials returned, 10 by default, at most 50.
+    Returns NCT id, title, status, phase, study type, conditions, interventions, ages, sex and
+    locations, with the filters applied and the number of matches. Records marked demo_record
+    are demonstration entries, not real studies.
     """
-    with _read() as db:
-        return queries.find_trials(db, condition, status)
+    search = queries.TrialSearch(
+        condition, intervention=intervention, eligibility_keywords=eligibility_keywords, status=status,
+        phase=phase, sex=sex, patient_age=int(patient_age) if patient_age else None, study_type=study_type,
+        page_size=int(page_size) if page_size else None,
+    )
+    with _read("find_clinical_trials") as db:
+        return queries.search_trials(db, search)
 
 
 @mcp.tool(annotations=READ_ONLY)
-def get_trial_details(nct_id: Annotated[str, Field(min_length=1, max_length=20)]) -> dict:
-    """Get one trial's details: eligibility criteria text, minimum and maximum age, sex,
-    status, phase, interventions and locations. Fails with not_found for an unknown id."""
-    with _read() as db:
+def get_trial_details(nct_id: NctId) -> dict:
+    """Get one trial's details by NCT id: the eligibility criteria text, and the same text split
+    into inclusion and exclusion criteria (one entry per criterion); minimum and maximum age,
+    sex, status, phase, arms, interventions and locations. Fails with not_found for an unknown id."""
+    with _read("get_trial_details") as db:
         return queries.trial_details(db, nct_id)
 
 

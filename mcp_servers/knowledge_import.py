@@ -3,12 +3,19 @@ ClinicalTrials.gov API v2 study JSON.
 
 Invariants:
 - Memory stays bounded whatever the file size: JSON arrays ("results", "studies") are decoded
-  one element at a time and XML is parsed with ``iterparse``, clearing each finished article.
+  one element at a time, XML is parsed with ``iterparse``, clearing each finished article, and
+  zip archives are read one member at a time (``zip_stream``: not ``zipfile``, whose directory
+  of half a million members alone takes some 300 MiB).
 - Upserts are idempotent: importing the same files twice reports everything ``unchanged`` the
   second time. Imported rows replace shipped starter rows; starter loading never overwrites them.
 - Several openFDA labels for one generic keep the most informative label (boxed warning, then
   prescription over OTC, then the latest effective date); brand names from all of them are kept.
 - Every record read is counted as inserted, updated, unchanged, deleted or skipped with a reason.
+- One import run is one write transaction: the store changes all at once at the commit, or not
+  at all (an error, a crash). Before committing, the run is checked: a store table left with
+  fewer than ``1 - MAX_SHRINK`` of its rows (PubMed deletions can remove imported articles) is
+  refused and rolled back unless ``replace=True`` (``--replace``). The report gives each
+  table's rows before and after.
 - Accepted inputs: a file, a directory (searched recursively), ``.zip`` archives (the openFDA and
   ClinicalTrials.gov download formats) and ``.gz`` files (PubMed baseline files).
 """
@@ -19,12 +26,13 @@ import gzip
 import io
 import json
 import re
-import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+from common.sqlite import write_transaction
+from mcp_servers import zip_stream
 from mcp_servers.knowledge_pubmed import iter_pubmed_records
 from mcp_servers.knowledge_store import (
     KnowledgeError,
@@ -40,12 +48,19 @@ from mcp_servers.knowledge_store import (
     upsert_trial,
 )
 
-COMMIT_EVERY = 500
+PROGRESS_EVERY = 500
+ByteProgress = Callable[[int, int], None] | None
+MAX_SHRINK = 0.2  # an import may leave a table with at most a fifth fewer rows than before
+STORE_TABLES = ("drugs", "articles", "trials")
 Progress = Callable[[str], None] | None
 
 
 class ImportSourceError(KnowledgeError):
     """The import source is missing or is not in the expected format."""
+
+
+class ImportRefused(KnowledgeError):
+    """The import would shrink the store by more than ``MAX_SHRINK``; nothing was changed."""
 
 
 @dataclass
@@ -61,6 +76,8 @@ class ImportReport:
     deleted: int = 0
     skipped: Counter = field(default_factory=Counter)
     notes: Counter = field(default_factory=Counter)
+    rows_before: dict = field(default_factory=dict)
+    rows_after: dict = field(default_factory=dict)
 
     def count(self, status: str) -> None:
         setattr(self, status, getattr(self, status) + 1)
@@ -78,31 +95,58 @@ class ImportReport:
             text += " (" + "; ".join(f"{reason}: {n}" for reason, n in self.skipped.most_common()) + ")"
         for note, n in self.notes.most_common():
             text += f"\n  note: {note}: {n}"
+        if self.rows_after:
+            sizes = (f"{t} {self.rows_before.get(t, 0)} -> {n}" for t, n in self.rows_after.items())
+            text += "\n  store: " + ", ".join(sizes)
         return text
 
 
 # -- sources ---------------------------------------------------------------------------------
-def iter_sources(path: Path, suffixes: tuple[str, ...]) -> Iterator[tuple[str, IO[bytes]]]:
-    """Yield (name, binary stream) for every matching file, zip member or gzip file under path."""
+@dataclass
+class ReadPosition:
+    """How far an import has read its input, in bytes of the files on disk (a progress bar's
+    measure: a zip member's place in its archive, a plain or gzip file's read offset)."""
+
+    total: int = 0
+    finished: int = 0  # bytes of the files read to their end
+    current: Callable[[], int] = lambda: 0  # bytes read of the file being read
+
+    @property
+    def done(self) -> int:
+        return min(self.total, self.finished + self.current())
+
+
+def iter_sources(path: Path, suffixes: tuple[str, ...],
+                 position: ReadPosition | None = None) -> Iterator[tuple[str, IO[bytes]]]:
+    """Yield (name, binary stream) for every matching file, zip member or gzip file under path.
+
+    Zip archives are read member by member in archive order (``zip_stream``), so a download of
+    half a million files costs no more memory than one of ten. ``position`` follows the reading."""
     path = Path(path)
     if not path.exists():
         raise ImportSourceError(f"{path} does not exist")
     wanted = suffixes + tuple(s + ".gz" for s in suffixes) + (".zip",)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(wanted))
+    position = position or ReadPosition()
+    position.total = sum(f.stat().st_size for f in files)
     for file in files:
         lower = file.name.lower()
-        if lower.endswith(".zip"):
-            with zipfile.ZipFile(file) as archive:
-                for member in sorted(archive.namelist()):
-                    if member.lower().endswith(suffixes):
-                        with archive.open(member) as handle:
-                            yield f"{file.name}:{member}", handle
-        elif lower.endswith(".gz"):
-            with gzip.open(file, "rb") as handle:
-                yield file.name, handle
-        else:
-            with open(file, "rb") as handle:
-                yield file.name, handle
+        with open(file, "rb") as raw:
+            if lower.endswith(".zip"):
+                for member in zip_stream.iter_members(file):
+                    if member.name.lower().endswith(suffixes):
+                        position.current = lambda at=member.header_offset: at
+                        with zip_stream.open_member(raw, member) as handle:
+                            yield f"{file.name}:{member.name}", handle
+            elif lower.endswith(".gz"):
+                position.current = raw.tell
+                with gzip.GzipFile(fileobj=raw, mode="rb") as handle:
+                    yield file.name, handle
+            else:
+                position.current = raw.tell
+                yield file.name, raw
+        position.finished += file.stat().st_size
+        position.current = lambda: 0
 
 
 class _JsonStream:
@@ -190,31 +234,69 @@ def iter_json_records(binary: IO[bytes], array_key: str) -> Iterator[dict]:
         yield single
 
 
+def _row_counts(db) -> dict[str, int]:
+    return {t: db.execute(f"SELECT COUNT(*) FROM [{t}]").fetchone()[0] for t in STORE_TABLES}
+
+
+def _refuse_shrink(report: ImportReport, replace: bool) -> None:
+    """Raise (rolling the run back) when a table would lose more than ``MAX_SHRINK`` of its rows."""
+    for table, after in report.rows_after.items():
+        before = report.rows_before.get(table, 0)
+        if not replace and before and after < before * (1 - MAX_SHRINK):
+            raise ImportRefused(
+                f"the import would leave {after} of the store's {before} {table} (a loss of {1 - after / before:.0%}, "
+                f"more than the {MAX_SHRINK:.0%} allowed); nothing was changed. Check the input, or run again "
+                "with --replace to accept it"
+            )
+
+
 def _run(kind: str, path: Path, db_path: Path, suffixes: tuple[str, ...],
-         records: Callable[[IO[bytes]], Iterator[Any]], handle: Callable, progress: Progress) -> ImportReport:
+         records: Callable[[IO[bytes]], Iterator[Any]], handle: Callable, progress: Progress,
+         replace: bool = False, byte_progress: ByteProgress = None, stage: Progress = None) -> ImportReport:
+    """One import run (see the module invariants). ``progress`` gets "N records" every
+    ``PROGRESS_EVERY`` records; ``byte_progress(done, total)`` how far the input files have been
+    read, at the same moments; ``stage`` the step under way once reading is over (the final
+    counts and the commit of a large import take a while)."""
     ensure_database(db_path)
     report = ImportReport(kind)
+    position = ReadPosition()
     db = connect(db_path)
+
+    def tell() -> None:
+        if progress:
+            progress(f"{report.records} records")
+        if byte_progress:
+            byte_progress(position.done, position.total)
+        if stage:
+            stage(f"reading: {report.records:,} records")
+
     try:
-        for name, stream in iter_sources(path, suffixes):
-            report.files += 1
-            try:
-                for record in records(stream):
-                    report.records += 1
-                    handle(db, record, report)
-                    if report.records % COMMIT_EVERY == 0:
-                        db.conn.commit()
-                        if progress:
-                            progress(f"{report.records} records")
-            except (ValueError, SyntaxError, UnicodeDecodeError) as exc:  # malformed file: keep what was read
-                report.skipped[f"unreadable file ({type(exc).__name__})"] += 1
-                report.notes[f"stopped reading {name}"] += 1
-            db.conn.commit()
-        if report.files == 0:
-            raise ImportSourceError(f"no {'/'.join(suffixes)} files found under {path}")
+        with write_transaction(db):
+            report.rows_before = _row_counts(db)
+            for name, stream in iter_sources(path, suffixes, position):
+                report.files += 1
+                try:
+                    for record in records(stream):
+                        report.records += 1
+                        handle(db, record, report)
+                        if report.records % PROGRESS_EVERY == 0:
+                            tell()
+                except (ValueError, SyntaxError, UnicodeDecodeError) as exc:  # malformed file: keep what was read
+                    report.skipped[f"unreadable file ({type(exc).__name__})"] += 1
+                    report.notes[f"stopped reading {name}"] += 1
+            if report.files == 0:
+                raise ImportSourceError(f"no {'/'.join(suffixes)} files found under {path}")
+            tell()
+            if stage:
+                stage(f"{report.records:,} records read; checking the store")
+            report.rows_after = _row_counts(db)
+            _refuse_shrink(report, replace)
+            if stage:
+                stage("committing")
     finally:
-        db.conn.commit()
         db.close()
+    if stage:
+        stage("done")
     return report
 
 
@@ -312,10 +394,12 @@ def _handle_label(db, label: Any, report: ImportReport) -> None:
     report.count(upsert_drug(db, drug, origin))
 
 
-def import_openfda_labels(path: Path, db_path: Path, progress: Progress = None) -> ImportReport:
+def import_openfda_labels(path: Path, db_path: Path, progress: Progress = None, replace: bool = False,
+                          byte_progress: ByteProgress = None, stage: Progress = None) -> ImportReport:
     """Import openFDA drug label download files (``drug-label-*.json`` or ``.json.zip``)."""
     return _run("openFDA drug labels", path, db_path, (".json",),
-                lambda stream: iter_json_records(stream, "results"), _handle_label, progress)
+                lambda stream: iter_json_records(stream, "results"), _handle_label, progress, replace,
+                byte_progress, stage)
 
 
 # -- ClinicalTrials.gov API v2 ---------------------------------------------------------------
@@ -324,6 +408,13 @@ _NCT = re.compile(r"^NCT\d{8}$")
 
 def _location(loc: dict) -> str:
     return ", ".join(str(loc[k]) for k in ("facility", "city", "state", "country") if loc.get(k))
+
+
+def _arm(group: dict) -> dict:
+    """One arm group: its label, type (EXPERIMENTAL, PLACEBO_COMPARATOR...), description and
+    the interventions it receives."""
+    return {"label": group.get("label"), "type": group.get("type"), "description": group.get("description"),
+            "interventions": [str(n) for n in group.get("interventionNames") or []]}
 
 
 def _handle_study(db, study: Any, report: ImportReport) -> None:
@@ -351,6 +442,7 @@ def _handle_study(db, study: Any, report: ImportReport) -> None:
         "phases": design.get("phases") or [], "study_type": design.get("studyType"),
         "conditions": conditions.get("conditions") or [], "keywords": conditions.get("keywords") or [],
         "interventions": [i["name"] for i in arms.get("interventions") or [] if i.get("name")],
+        "arms": [_arm(g) for g in arms.get("armGroups") or [] if isinstance(g, dict) and g.get("label")],
         "locations": [s for s in (_location(loc) for loc in locations) if s],
         "eligibility_criteria": eligibility.get("eligibilityCriteria"),
         "minimum_age": eligibility.get("minimumAge"), "maximum_age": eligibility.get("maximumAge"),
@@ -361,10 +453,14 @@ def _handle_study(db, study: Any, report: ImportReport) -> None:
     report.count(upsert_trial(db, trial, "import"))
 
 
-def import_ctgov_studies(path: Path, db_path: Path, progress: Progress = None) -> ImportReport:
-    """Import ClinicalTrials.gov API v2 study JSON (one study, ``{"studies": [...]}`` or a zip)."""
+def import_ctgov_studies(path: Path, db_path: Path, progress: Progress = None, replace: bool = False,
+                         byte_progress: ByteProgress = None, stage: Progress = None) -> ImportReport:
+    """Import ClinicalTrials.gov API v2 study JSON: one study per file, API pages
+    (``{"studies": [...]}``), JSON arrays, or the bulk download (a zip of one file per study,
+    about half a million), in bounded memory (``iter_sources``, ``iter_json_records``)."""
     return _run("ClinicalTrials.gov studies", path, db_path, (".json",),
-                lambda stream: iter_json_records(stream, "studies"), _handle_study, progress)
+                lambda stream: iter_json_records(stream, "studies"), _handle_study, progress, replace,
+                byte_progress, stage)
 
 
 # -- MEDLINE / PubMed XML --------------------------------------------------------------------
@@ -385,9 +481,11 @@ def _handle_pubmed(db, item: tuple[str, dict | None, str | None], report: Import
         report.count(upsert_article(db, article, "import"))
 
 
-def import_pubmed_xml(path: Path, db_path: Path, progress: Progress = None) -> ImportReport:
+def import_pubmed_xml(path: Path, db_path: Path, progress: Progress = None, replace: bool = False,
+                      byte_progress: ByteProgress = None, stage: Progress = None) -> ImportReport:
     """Import MEDLINE/PubMed XML (``PubmedArticleSet``; baseline/update ``.xml.gz`` files)."""
-    return _run("PubMed articles", path, db_path, (".xml",), iter_pubmed_records, _handle_pubmed, progress)
+    return _run("PubMed articles", path, db_path, (".xml",), iter_pubmed_records, _handle_pubmed, progress, replace,
+                byte_progress, stage)
 
 
 IMPORTERS: dict[str, Callable[..., ImportReport]] = {

@@ -11,6 +11,11 @@ Invariants:
   -> "warfarin"). ``drug_names`` maps every generic, brand and synonym key to its generic; a
   brand key may map to several generics (then it is ambiguous, never silently resolved).
 - Interactions are stored once per unordered pair: ``drug_a < drug_b``.
+- Trials carry their ages in years beside ClinicalTrials.gov's text (``min_age_years``,
+  ``max_age_years``; NULL means no limit), computed by ``upsert_trial`` from that text, and two
+  full-text indexes kept by triggers: ``trials_fts`` (title, conditions, keywords, interventions)
+  and ``trials_eligibility_fts`` (the eligibility criteria text); ``trial_filters`` is a narrow
+  copy of the filtered columns (same rowid), kept by triggers too.
 - Rows carry ``origin``: ``starter`` (shipped files under ``data/knowledge``) or ``import``
   (openFDA / MEDLINE / ClinicalTrials.gov importers). Loading the starter content never
   overwrites an imported row; imports always win over starter rows.
@@ -31,6 +36,7 @@ import sqlite_utils
 
 from common import sqlite
 from common.sqlite import get_meta, now_iso, set_meta, write_transaction
+from mcp_servers.trial_criteria import age_years
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "knowledge"
 STARTER_FILES = ("drugs.json", "interactions.json", "articles.json", "trials_demo.json", "trials_ctgov_sample.json")
@@ -107,8 +113,62 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key")
 
 
+def m002_trial_search(db: sqlite_utils.Database) -> None:
+    """What a prescreen search filters on: ages in years (NULL: no limit), the arm groups, and a
+    full-text index of the eligibility criteria (external content, kept by triggers)."""
+    for column, kind in (("min_age_years", float), ("max_age_years", float), ("arms", str)):
+        db["trials"].add_column(column, kind)
+    for nct_id, minimum, maximum in db.execute("SELECT nct_id, minimum_age, maximum_age FROM trials").fetchall():
+        db.execute("UPDATE trials SET min_age_years = ?, max_age_years = ? WHERE nct_id = ?",
+                   [age_years(minimum), age_years(maximum), nct_id])
+    db.execute(
+        "CREATE VIRTUAL TABLE [trials_eligibility_fts] USING FTS5 "
+        "([eligibility_criteria], tokenize='porter', content=[trials])"
+    )
+    db.execute(
+        "CREATE TRIGGER [trials_eligibility_ai] AFTER INSERT ON [trials] BEGIN "
+        "INSERT INTO [trials_eligibility_fts] (rowid, [eligibility_criteria]) VALUES (new.rowid, new.[eligibility_criteria]); END"
+    )
+    db.execute(
+        "CREATE TRIGGER [trials_eligibility_ad] AFTER DELETE ON [trials] BEGIN "
+        "INSERT INTO [trials_eligibility_fts] ([trials_eligibility_fts], rowid, [eligibility_criteria]) "
+        "VALUES('delete', old.rowid, old.[eligibility_criteria]); END"
+    )
+    db.execute(
+        "CREATE TRIGGER [trials_eligibility_au] AFTER UPDATE OF [eligibility_criteria] ON [trials] BEGIN "
+        "INSERT INTO [trials_eligibility_fts] ([trials_eligibility_fts], rowid, [eligibility_criteria]) "
+        "VALUES('delete', old.rowid, old.[eligibility_criteria]); "
+        "INSERT INTO [trials_eligibility_fts] (rowid, [eligibility_criteria]) VALUES (new.rowid, new.[eligibility_criteria]); END"
+    )
+    db.execute("INSERT INTO [trials_eligibility_fts] ([trials_eligibility_fts]) VALUES ('rebuild')")
+
+
+_FILTER_COLUMNS = ("status", "phases", "sex", "min_age_years", "max_age_years", "study_type")
+
+
+def m003_trial_filters(db: sqlite_utils.Database) -> None:
+    """A narrow copy of the columns a trial search filters on, one row per trial (same rowid),
+    kept by triggers: filtering tens of thousands of full-text matches then reads small rows,
+    not trial rows that carry their whole eligibility text."""
+    db.execute(
+        "CREATE TABLE [trial_filters] ([rowid] INTEGER PRIMARY KEY, [status] TEXT, [phases] TEXT, [sex] TEXT, "
+        "[min_age_years] FLOAT, [max_age_years] FLOAT, [study_type] TEXT)"
+    )
+    columns = ", ".join(f"[{c}]" for c in _FILTER_COLUMNS)
+    values = ", ".join("upper(new.[sex])" if c == "sex" else f"new.[{c}]" for c in _FILTER_COLUMNS)
+    db.execute(f"CREATE TRIGGER [trial_filters_ai] AFTER INSERT ON [trials] BEGIN "
+               f"INSERT INTO [trial_filters] (rowid, {columns}) VALUES (new.rowid, {values}); END")
+    db.execute(f"CREATE TRIGGER [trial_filters_au] AFTER UPDATE ON [trials] BEGIN "
+               f"DELETE FROM [trial_filters] WHERE rowid = old.rowid; "
+               f"INSERT INTO [trial_filters] (rowid, {columns}) VALUES (new.rowid, {values}); END")
+    db.execute("CREATE TRIGGER [trial_filters_ad] AFTER DELETE ON [trials] BEGIN "
+               "DELETE FROM [trial_filters] WHERE rowid = old.rowid; END")
+    db.execute(f"INSERT INTO [trial_filters] (rowid, {columns}) SELECT rowid, "
+               + ", ".join("upper([sex])" if c == "sex" else f"[{c}]" for c in _FILTER_COLUMNS) + " FROM [trials]")
+
+
 STORE = "knowledge"  # the migration set's name
-MIGRATIONS: tuple[sqlite.Migration, ...] = (m001_initial,)
+MIGRATIONS: tuple[sqlite.Migration, ...] = (m001_initial, m002_trial_search, m003_trial_filters)
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
@@ -298,6 +358,8 @@ def upsert_trial(db: sqlite_utils.Database, trial: dict, origin: str) -> str:
         "eligibility_criteria": trial.get("eligibility_criteria"), "minimum_age": trial.get("minimum_age"),
         "maximum_age": trial.get("maximum_age"), "sex": trial.get("sex"), "last_update": trial.get("last_update"),
         "source": trial["source"], "demo": int(bool(trial.get("demo"))), "origin": origin,
+        "min_age_years": age_years(trial.get("minimum_age")), "max_age_years": age_years(trial.get("maximum_age")),
+        "arms": _dumps(trial.get("arms") or []),
     }
     return _write(db, "trials", ("nct_id",), row)
 

@@ -8,6 +8,10 @@ Invariants:
   subset at the first call (``umls_store.ensure_database`` is idempotent).
 - ``concept_search`` returns both the CUI and the SNOMED CT code of each candidate (no separate
   mapping call), with a score whose bands mean the same thing everywhere (see ``umls_search``).
+- ``ground_text`` grounds a text's entities (``umls_grounding``): without a model it takes the
+  entities a client extracted, grounds the exact ones and returns the others as expert review
+  with their candidates; a launcher that has a model (``python -m appliance.grounding.serve``)
+  hands it the whole loop through ``configure_grounder``. This module never loads a model.
 - Expected failures are ``ToolError("<error_type>: <text>")`` (``contracts.tool_error_message``):
   ``invalid_args`` for an empty term, a bad CUI or max_results out of range, ``not_found`` when
   nothing matches. Anything unexpected is masked by ``mask_error_details``.
@@ -19,14 +23,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import Annotated, Callable, Iterator, Literal
 
 from fastmcp import FastMCP
 
 from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_servers import umls_grounding as grounding
 from mcp_servers import umls_lookup as lookup
 from mcp_servers import umls_schema as schema
 from mcp_servers import umls_search
@@ -120,6 +125,59 @@ def drug_vocabulary() -> dict:
     with _read() as db:
         names = lookup.drug_names(db)
     return {"names": names, "count": len(names)}
+
+
+MAX_GROUND_CHARS = 4000
+# (text, entities or None) -> {"entities": [...], "stats": {...}}: the model-backed loop, given by
+# a launcher that has a model (``python -m appliance.grounding.serve``); this layer has none.
+Grounder = Callable[[str, "list[dict] | None"], dict]
+_grounder: Grounder | None = None
+
+
+def configure_grounder(grounder: Grounder | None) -> None:
+    """Give ``ground_text`` the full model loop (``None``: the deterministic part only)."""
+    global _grounder
+    _grounder = grounder
+
+
+class GivenEntity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=200, description="the entity's words exactly as in the text")
+    type: Literal["Condition", "Medication", "Procedure", "Lab_Value", "Demographic", "Biomarker"]
+    search_term: str | None = Field(None, max_length=200, description="standard term to search, e.g. "
+                                    "'acetaminophen' for 'Tylenol' (default: the text itself)")
+
+
+@mcp.tool(annotations=READ_ONLY)
+def ground_text(
+    text: Annotated[str, Field(min_length=1, max_length=MAX_GROUND_CHARS,
+                               description="Clinical or eligibility-criterion text to ground")],
+    entities: Annotated[list[GivenEntity] | None, Field(
+        max_length=20, description="The text's entities, if you extracted them (needed when this server has no model)",
+    )] = None,
+) -> dict:
+    """Ground clinical text to UMLS concepts. Returns {"entities": [...], "stats": {...}}; each
+    entity has text (exactly as in the input), span [start, end), type, cui, snomed_code,
+    preferred_name, semantic_type, confidence (0-1), method (exact, model_selected or
+    expert_review), review_reason, the candidates seen and the search history.
+
+    An entity whose own words are a concept's exact name or synonym is grounded with method
+    exact. When this server runs with a model it also extracts the entities and chooses among
+    candidates itself; otherwise pass entities (text, type, search_term) and those without an
+    exact match come back as expert_review with their candidates to choose from.
+    Fails with invalid_args when the text is blank or no entities are given to a server without a model.
+    """
+    if not text.strip():
+        raise ToolError(tool_error_message("invalid_args", "the text is empty"))
+    given = [e.model_dump() for e in entities] if entities else None
+    if _grounder is not None:
+        return _grounder(text, given)
+    if not given:
+        raise ToolError(tool_error_message(
+            "invalid_args", "this UMLS server has no model: pass entities (text, type, search_term) to ground"))
+    with _read() as db:
+        return grounding.ground_given(text, given, grounding.db_search(db))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,11 @@ Invariants:
   announced as it starts through ``stage(name)`` and as a ``progress`` line.
 - An input that yields no kept English atoms raises ``UmlsImportError`` and the transaction is
   rolled back, so a wrong directory never empties a working database.
+- The new content is validated before it replaces the old: it is built inside the same
+  transaction, and a result with fewer than ``1 - MAX_SHRINK`` of the concepts the store held
+  (a truncated or wrong file: "one valid line replaced 356 concepts with 1") is refused and
+  rolled back unless ``replace=True`` (``appliance umls import --replace``). The swap is the
+  commit: readers see the old content or the new, never a mix. The report gives both counts.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from mcp_servers import umls_schema as schema
 from mcp_servers import umls_store as store
 
 KEEP_SABS = ("SNOMEDCT_US", "RXNORM", "LNC", "MSH")
+MAX_SHRINK = 0.2  # an import may leave the store with at most a fifth fewer concepts than before
 BATCH_ROWS = 5000
 MRCONSO_COLUMNS = 18  # CUI|LAT|TS|LUI|STT|SUI|ISPREF|AUI|SAUI|SCUI|SDUI|SAB|TTY|CODE|STR|SRL|SUPPRESS|CVF
 MRSTY_COLUMNS = 6  # CUI|TUI|STN|STY|ATUI|CVF
@@ -65,6 +71,7 @@ class ImportReport:
     semtype_rows_read: int = 0
     semtype_rows_kept: int = 0
     concepts: int = 0
+    previous_concepts: int = 0
     curated_atoms_added: int = 0
     bytes_read: int = 0
     seconds: float = 0.0
@@ -75,7 +82,8 @@ class ImportReport:
             f"UMLS import: {self.concepts} concepts from {self.atoms_kept} of {self.rows_read} MRCONSO rows "
             f"(skipped: {skipped}); semantic types kept {self.semtype_rows_kept} of {self.semtype_rows_read} "
             f"MRSTY rows; curated names added {self.curated_atoms_added}; "
-            f"{self.bytes_read / 1e6:.1f} MB in {self.seconds:.1f} s"
+            f"{self.bytes_read / 1e6:.1f} MB in {self.seconds:.1f} s; "
+            f"the store held {self.previous_concepts} concepts before, {self.concepts} now"
         )
 
 
@@ -153,10 +161,23 @@ def _add_curated(db) -> int:
     return added
 
 
+def _refuse_shrink(report: ImportReport, replace: bool) -> None:
+    """Raise (rolling the import back) when the new content is much smaller than the old."""
+    before, after = report.previous_concepts, report.concepts
+    if replace or not before or after >= before * (1 - MAX_SHRINK):
+        return
+    raise UmlsImportError(
+        f"the import would replace the store's {before} concepts with {after} (a loss of "
+        f"{1 - after / before:.0%}, more than the {MAX_SHRINK:.0%} allowed); nothing was changed. "
+        "Check the input, or run again with --replace to accept it"
+    )
+
+
 def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_progress: ByteProgress = None,
-               add_curated: bool = True, stage: Progress = None) -> ImportReport:
+               add_curated: bool = True, stage: Progress = None, replace: bool = False) -> ImportReport:
     """Replace the UMLS store's content with the English, non-suppressed SNOMED CT, RxNorm,
-    LOINC and MeSH atoms of ``rrf_dir/MRCONSO.RRF`` and their ``MRSTY.RRF`` semantic types."""
+    LOINC and MeSH atoms of ``rrf_dir/MRCONSO.RRF`` and their ``MRSTY.RRF`` semantic types;
+    a result that shrinks the store by more than ``MAX_SHRINK`` needs ``replace``."""
     started = time.monotonic()
 
     def announce(name: str) -> None:
@@ -174,6 +195,7 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
     reader = _Reader(mrconso.stat().st_size + mrsty.stat().st_size, progress, byte_progress)
     with sqlite.building(db_path, schema.STORE, schema.MIGRATIONS) as db:
         with write_transaction(db):
+            report.previous_concepts = db.execute("SELECT COUNT(*) FROM concepts").fetchone()[0]
             store.clear_content(db)
             for batch in _batches(_atoms(reader, mrconso, report)):
                 report.atoms_kept += store.insert_atoms(db, batch)
@@ -190,6 +212,7 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
                 announce("adding curated names")
                 report.curated_atoms_added = _add_curated(db)
             report.concepts = store.finalize(db, announce)
+            _refuse_shrink(report, replace)
             report.semtype_rows_kept = db.execute("SELECT COUNT(*) FROM semtypes").fetchone()[0]
             set_meta(db, "content", "rrf")
             set_meta(db, "rrf_source", str(rrf_dir.resolve()))
@@ -246,4 +269,4 @@ def build_synthetic(db_path: Path, n_concepts: int, progress: Progress = None) -
     """Build a database of ``n_concepts`` synthetic concepts through ``import_rrf`` (benchmarks)."""
     with tempfile.TemporaryDirectory(prefix="umls-synthetic-") as tmp:
         write_synthetic_rrf(Path(tmp), n_concepts)
-        return import_rrf(db_path, Path(tmp), progress=progress, add_curated=False)
+        return import_rrf(db_path, Path(tmp), progress=progress, add_curated=False, replace=True)

@@ -14,6 +14,9 @@ os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 # Prompts per schema in the decoding property test (tests/slow/test_fast_decoding.py): 30 keeps
 # it under 2 minutes on two cores; run 500 (7,500 calls, ~22 minutes) whenever appliance/llm/ changes.
 DEFAULT_DECODE_SAMPLES = 30
+# Generated MCP tool calls in tests/slow/test_bad_input_thousands.py (about 2-3 minutes on two
+# cores); the fast suite makes tests/properties/tool_calls.FAST_CALLS.
+DEFAULT_BAD_INPUT_CALLS = 10_000
 
 
 def _at_least_one(text: str) -> int:
@@ -28,6 +31,11 @@ def pytest_addoption(parser):
         "--decode-samples", type=_at_least_one, default=DEFAULT_DECODE_SAMPLES, metavar="N",
         help=f"prompts per schema in the decoding property test (default {DEFAULT_DECODE_SAMPLES}; "
              "the full run is 500)",
+    )
+    parser.addoption(
+        "--bad-input-calls", type=_at_least_one, default=DEFAULT_BAD_INPUT_CALLS, metavar="N",
+        help=f"generated MCP tool calls in the slow bad-input run, spread over every tool (default "
+             f"{DEFAULT_BAD_INPUT_CALLS:,})",
     )
 
 

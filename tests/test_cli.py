@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -48,6 +49,7 @@ def test_plain_ask_prints_the_demo_notice_above_the_answer(tmp_path, capsys, app
 
 @pytest.mark.parametrize("content,words", [
     ("{not json", "not JSON"),
+    (b"\x80\x81 not text", "not UTF-8 text"),  # found by the generated command lines (tests/properties)
     ("[1, 2]", "keyed by node name"),
     (json.dumps({"INTENT_CLASIFY": []}), "unknown key 'INTENT_CLASIFY'"),
     (json.dumps({"INTENT_CLASSIFY": [{"intent": "MAYBE", "task_summary": "x", "suggested_tool": None}]}), "intent"),
@@ -56,7 +58,7 @@ def test_plain_ask_prints_the_demo_notice_above_the_answer(tmp_path, capsys, app
 ])
 def test_bad_scripts_give_one_clear_line_and_exit_2(tmp_path, capsys, appliance_home, content, words):
     script = tmp_path / "s.json"
-    script.write_text(content)
+    script.write_bytes(content if isinstance(content, bytes) else content.encode())
     code = main(["ask", "hello", "--script", str(script)])
     err = capsys.readouterr().err
     assert code == 2
@@ -100,9 +102,16 @@ def _medications(home, patient: str, drug: str) -> int:
         conn.close()
 
 
-def test_a_headless_prescription_against_an_allergy_is_refused_unless_overridden(tmp_path, capsys, appliance_home):
+def test_a_headless_prescription_against_an_allergy_is_refused_unless_overridden(tmp_path, capsys, appliance_home,
+                                                                                monkeypatch):
     assert main(["init", "--no-model"]) == 0
     capsys.readouterr()
+    # --approve-writes needs a clinician who signs in (README "Clinician sign-in"): one password line per run
+    from appliance.accounts import AccountStore
+
+    AccountStore().add("aokafor", "correct horse battery")
+    monkeypatch.setenv("APPLIANCE_USER", "aokafor")
+    monkeypatch.setattr("sys.stdin", io.StringIO("correct horse battery\n" * 2))
     script = _prescription_script(tmp_path, "amoxicillin", "pat-006")  # Emily Johnson: penicillin allergy
     question = "Prescribe amoxicillin 500 mg three times daily for pat-006"
     assert main(["ask", question, "--script", str(script), "--approve-writes", "--json"]) == 0

@@ -62,7 +62,7 @@ def test_umls_search_during_rrf_imports(tmp_path):
     try:
         results = _readers_during(
             umls.mcp, "concept_search", {"term": "acetaminophen", "max_results": 3},
-            lambda: [import_rrf(path, TESTS / "umls" / "fixtures" / "rrf") for _ in range(IMPORTS)],
+            lambda: [import_rrf(path, TESTS / "umls" / "fixtures" / "rrf", replace=True) for _ in range(IMPORTS)],
         )
     finally:
         umls.configure(None)

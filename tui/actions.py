@@ -31,8 +31,11 @@ ACTIONS: tuple[Action, ...] = (
     Action("ctrl+t", "toggle_trace", "Trace", "Show or hide the reasoning trace"),
     Action("ctrl+g", "attach_image", "Image", "Attach a PNG or JPEG image to the next question"),
     Action("f5", "retry_tools", "Retry", "Start the clinical data services again, or re-check them"),
+    Action("f6", "prescreen", "Prescreen", "Prescreen the open patient for clinical trials", footer=False),
     Action("ctrl+s", "export_session", "Export", "Save this conversation and its trace summary as a Markdown file",
            footer=False),
+    Action("f12", "lock", "Lock", "Lock the terminal; your password unlocks it",
+           app_level=True, footer=False),
     Action("f1", "help", "Help", "Keys and how to use the terminal"),
     Action("ctrl+q", "quit", "Quit", "Leave the clinic terminal", app_level=True),
 )
@@ -46,7 +49,8 @@ def bindings() -> list[Binding]:
 
 def app_bindings() -> list[Binding]:
     """Bindings that work on every screen (quit), plus Textual's ctrl+c hint."""
-    keys = [Binding(a.key, a.action, a.label, tooltip=a.description, priority=True) for a in ACTIONS if a.app_level]
+    keys = [Binding(a.key, a.action, a.label, tooltip=a.description, priority=True, show=a.footer)
+            for a in ACTIONS if a.app_level]
     return keys + [Binding("ctrl+c", "help_quit", show=False, system=True)]
 
 

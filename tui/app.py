@@ -1,6 +1,7 @@
 """The clinic terminal app: turns and their message handlers. The model, tools and server
-health (``tui.services``), sessions (``tui.sessions``) and the patient context
-(``tui.patients``) are mixins of the same app.
+health (``tui.services``), sessions (``tui.sessions``), the patient context
+(``tui.patients``) and the clinician's sign-in and lock (``tui.clinician``) are mixins of the
+same app.
 
 Invariants:
 - The model load, tool start-up, health checks, chart loads and every agent turn run in
@@ -10,6 +11,13 @@ Invariants:
   holds its own lock). Questions asked while the model loads wait for it, visibly.
 - Errors from the model, tools or the session database become notices; none ends the app.
 - Writes to the record go through ``ApprovalBridge``: nothing is written without Approve.
+- Clinician sign-in (README "Clinician sign-in"): when accounts exist, the sign-in screen
+  covers everything until a clinician signs in; the tool box starts only then, in their name.
+  After ``idle_lock_minutes`` without a key or click (or F12) the lock screen covers the
+  terminal: the same clinician's password continues, F2 there signs out (turn cancelled,
+  conversation and patient closed, tool box closed). While either screen is up no action but
+  quit runs, no notice shows over it, and an approval dialog waits beneath until the unlock.
+  With no accounts at all the terminal opens at once and writes carry the operator's name.
 """
 
 from __future__ import annotations
@@ -26,13 +34,13 @@ from textual import work
 from textual.app import App
 from textual.screen import Screen
 
+from appliance.accounts import Account, AccountStore
 from appliance.config import Settings
 from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.sessions import SessionStore, SessionStoreError
 from appliance.llm.base import VisionModel
 from common.locations import models_dir
-from common.operator import operator_name
 from models.profiles import get_profile
 from models.projector import projector_problem
 from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
@@ -40,9 +48,11 @@ from tui import events
 from tui.actions import app_bindings
 from tui.approval import ApprovalBridge, ApprovalContext
 from tui.chart_words import allergy_status, identity_line
+from tui.clinician import ClinicianHandling
 from tui.backend import call_tool, ModelLoader, ToolsFactory, close_quietly, real_model_loader, real_tools_factory
 from tui.commands import ClinicCommands
 from tui.patients import PatientHandling
+from tui.prescreen import PrescreenHandling
 from tui.screens.approval import ApprovalScreen
 from tui.screens.attach_image import AttachImageScreen
 from tui.screens.help import HelpScreen
@@ -55,7 +65,7 @@ from tui.workers import Closing, Turn, abandonable
 log = logging.getLogger(__name__)
 
 
-class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
+class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHandling, PrescreenHandling, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "Offline clinical assistant"
     COMMANDS = App.COMMANDS | {ClinicCommands}
@@ -71,6 +81,7 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         resume: str | None = None,
         cursor_blink: bool = True,
         health_interval: float = 60.0,
+        accounts: AccountStore | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings or Settings()
@@ -82,7 +93,15 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
         self.cursor_blink = cursor_blink
         self._health_interval = health_interval
         self.main = MainScreen(self.profile.name, cursor_blink, model_notice=self.profile.notice)
-        self.bridge = ApprovalBridge(self, ApprovalScreen, describe=self._approval_context)
+        self.bridge = ApprovalBridge(self, ApprovalScreen, describe=self._approval_context,
+                                     present=self._present_approval, clinician=self.author_name)
+        self.accounts = accounts if accounts is not None else AccountStore.from_settings(self.settings)
+        self.accounts_required = False  # decided at mount: any account exists
+        self.clinician: Account | None = None
+        self.locked = False  # the sign-in or lock screen is up
+        self._held: list[tuple[Screen, object]] = []  # approval dialogs waiting for the unlock
+        self._last_input = time.monotonic()
+        self._tools_generation = 0
         self.model = None
         self.tools = None
         self.drug_names: list[str] | None = None
@@ -110,7 +129,18 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
     def on_mount(self) -> None:
         self.main.status.show_loading("starting")
         self._load_model()
-        self._start_tools()
+        try:
+            self.accounts_required = self.accounts.exists()
+        except ApplianceError:  # an unreadable accounts file: fail closed, the sign-in says why
+            self.accounts_required = True
+        if self.accounts_required:
+            self._show_sign_in()
+            idle = self.settings.idle_lock_minutes * 60
+            if idle > 0:
+                self.set_interval(min(15.0, max(idle / 4, 0.02)), self._check_idle)
+        else:
+            self.main.status.set_clinician("no sign-in")
+            self._launch_tools()
         self._open_store()
         if self._health_interval:
             self.set_interval(self._health_interval, self._periodic_health)
@@ -129,6 +159,8 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
 
     def notice(self, text: str, severity: str = "information") -> None:
         self.notices.append((severity, text))
+        if self.locked:  # nothing shows over the sign-in or lock screen (a notice may name a patient)
+            return
         self.notify(text, severity=severity, markup=False, timeout=8 if severity == "error" else 5)
 
     # -- turns ------------------------------------------------------------------------------
@@ -294,9 +326,9 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
             outcome = call_tool(self.tools, "get_patient_chart", {"patient_id": pid}, self.settings.tool_deadline_seconds)
             chart = outcome.result if outcome.ok else None
         if not chart:
-            return ApprovalContext(str(pid), "unknown", [], operator_name())
+            return ApprovalContext(str(pid), "unknown", [], self.author_label())
         status, allergies = allergy_status(chart)
-        return ApprovalContext(identity_line(chart), status, allergies, operator_name())
+        return ApprovalContext(identity_line(chart), status, allergies, self.author_label())
 
     def _dismiss_approval(self) -> None:
         for screen in reversed(self.screen_stack):
@@ -308,6 +340,10 @@ class ClinicApp(ServiceHandling, SessionHandling, PatientHandling, App[int]):
 
     def check_action(self, action: str, parameters) -> bool | None:
         """Hide keys that cannot act now, so the footer fits 80 columns with the ones that can."""
+        if self.locked and action not in ("quit", "help_quit", "focus_next", "focus_previous"):
+            return False  # nothing behind the sign-in or lock screen, not even the command palette
+        if action == "lock":
+            return self.clinician is not None
         if action == "cancel_turn":
             return self.turn is not None
         if action in ("new_session", "sessions"):

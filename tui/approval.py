@@ -3,7 +3,9 @@ the approval dialog on the UI thread and blocks until the clinician decides.
 
 Invariant: only an explicit Approve (with arguments that validate) lets a write run.
 Escape, Reject, a dialog that cannot be shown, a cancelled turn and the app closing are all
-rejections, so nothing is written unless the clinician said yes.
+rejections, so nothing is written unless the clinician said yes. Every decision carries the
+signed-in clinician (``Approval.clinician``), and the app decides when the dialog may show
+(``present``: not over the lock screen).
 """
 
 from __future__ import annotations
@@ -35,21 +37,37 @@ class ApprovalContext:
 
 class ApprovalBridge:
     def __init__(self, app: App, make_screen: Callable[..., object],
-                 describe: Callable[[str, dict], ApprovalContext | None] | None = None):
+                 describe: Callable[[str, dict], ApprovalContext | None] | None = None,
+                 present: Callable[[object, Callable], None] | None = None,
+                 clinician: Callable[[], str | None] | None = None):
         self._app = app
         self._make_screen = make_screen
         self._describe = describe  # runs in the turn's thread (it may read the chart)
+        # Shows the dialog on the UI thread (default: push it); the app holds it while locked.
+        self._present = present or (lambda screen, callback: app.push_screen(screen, callback=callback))
+        self._clinician = clinician or (lambda: None)  # who decides, stamped on every Approval
         self._closed = threading.Event()
+        self._round = 0  # bumped by reject_pending: requests asked before it are rejected
         self.cancel: threading.Event | None = None  # the running turn's cancel flag
 
     def close(self) -> None:
         """The app is closing: every pending and future request is rejected."""
         self._closed.set()
 
-    def _stopped(self) -> bool:
-        return self._closed.is_set() or (self.cancel is not None and self.cancel.is_set())
+    def reject_pending(self) -> None:
+        """The clinician signed out: every request waiting for a decision is rejected."""
+        self._round += 1
+
+    def _stopped(self, round_: int | None = None) -> bool:
+        return (self._closed.is_set() or (self.cancel is not None and self.cancel.is_set())
+                or (round_ is not None and round_ != self._round))
 
     def __call__(self, tool: str, args: dict, safety=None) -> Approval:
+        clinician = self._clinician()  # who was signed in when the write was proposed
+        return replace(self._ask(tool, args, safety), clinician=clinician)
+
+    def _ask(self, tool: str, args: dict, safety=None) -> Approval:
+        round_ = self._round
         if self._stopped():
             return Approval(False, args, "the turn was stopped before approval")
         decided = threading.Event()
@@ -68,7 +86,7 @@ class ApprovalBridge:
             context = None
 
         def show() -> None:
-            self._app.push_screen(self._make_screen(tool, dict(args), context), callback=on_result)
+            self._present(self._make_screen(tool, dict(args), context), on_result)
 
         try:
             self._app.call_from_thread(show)
@@ -76,7 +94,7 @@ class ApprovalBridge:
             log.warning("the approval dialog could not be shown", exc_info=True)
             return Approval(False, args, "the approval dialog could not be shown")
         while not decided.wait(POLL_SECONDS):
-            if self._stopped():
+            if self._stopped(round_):
                 return Approval(False, args, "the turn was stopped before approval")
         result = answer[0] if answer else None
         if not isinstance(result, Approval):

@@ -20,7 +20,9 @@ VERIFYING, HASHING, LOADING = "verifying file", "hashing", "loading into llama.c
 # Called by a model loader with a stage and, while hashing, the fraction done (else None).
 LoadProgress = Callable[[str, float | None], None]
 ModelLoader = Callable[[Settings, LoadProgress], object]
-ToolsFactory = Callable[[], object]
+# Makes the tool box: called with the signed-in clinician's account name, which the servers
+# record as the author of writes, or with no argument when there are no accounts (the operator).
+ToolsFactory = Callable[..., object]
 
 
 def real_model_loader(settings: Settings, progress: LoadProgress):
@@ -46,10 +48,10 @@ def real_model_loader(settings: Settings, progress: LoadProgress):
     return load_model(settings)
 
 
-def real_tools_factory():
+def real_tools_factory(user: str | None = None):
     from appliance.tools.mcp_client import MCPToolBox
 
-    return MCPToolBox()
+    return MCPToolBox({"APPLIANCE_USER": user} if user else None)
 
 
 class ScriptedWithRealTools(ScriptedToolBox):
@@ -74,8 +76,8 @@ def scripted_backend(script: dict) -> tuple[ModelLoader, ToolsFactory]:
     def loader(settings: Settings, progress: LoadProgress):
         return ScriptedModel(replies)
 
-    def tools():
-        return ScriptedWithRealTools(script.get("tools", {}), real_tools_factory(), script.get("drug_names"))
+    def tools(user: str | None = None):
+        return ScriptedWithRealTools(script.get("tools", {}), real_tools_factory(user), script.get("drug_names"))
 
     return loader, tools
 

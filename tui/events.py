@@ -35,16 +35,18 @@ class ModelLoadFailed(Message):
 
 
 class ToolsReady(Message):
-    def __init__(self, tools: Any, drug_names: list[str]) -> None:
+    def __init__(self, tools: Any, drug_names: list[str], generation: int = 0) -> None:
         super().__init__()
         self.tools = tools
         self.drug_names = drug_names
+        self.generation = generation  # the start-up it answers; an older one's tool box is closed
 
 
 class ToolsFailed(Message):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, generation: int = 0) -> None:
         super().__init__()
         self.message = message
+        self.generation = generation
 
 
 class ServerHealth(Message):

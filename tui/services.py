@@ -12,6 +12,10 @@ Invariants:
   kept in the prompt) until the service runs. F5 (``retry_tools``) starts the tool box again,
   or re-checks the servers when it is running.
 - Server health is announced when it changes, not at every periodic check.
+- The tool box belongs to one clinician: it starts after sign-in with the clinician as its
+  servers' ``APPLIANCE_USER`` (the author the EHR server records), and a change of clinician
+  closes it and starts another (``_tools_generation`` tells a late start-up of the old one
+  apart, which is closed). With no accounts it starts at once, in the operator's name.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from tui.workers import Closing, abandonable
 
 log = logging.getLogger(__name__)
 # Tool errors that mean the server itself did not answer (not a bad argument or an empty result).
-SERVER_FAULTS = frozenset({"timeout", "service_unavailable", "server_error", "invalid_response"})
+SERVER_FAULTS = frozenset({"timeout", "service_unavailable", "permanent_failure", "server_error", "invalid_response"})
 
 
 class ServiceHandling:
@@ -44,6 +48,7 @@ class ServiceHandling:
     tools_error: str | None
     _down: frozenset[str]  # servers last announced as not answering
     _up: frozenset[str]  # servers whose last health check or call answered
+    _tools_generation: int  # bumped when a tool box is closed for a change of clinician
 
     # -- the model --------------------------------------------------------------------------
     @work(thread=True, group="model", exit_on_error=False)
@@ -87,16 +92,30 @@ class ServiceHandling:
             self._finish_failed(self.turn, message.message)
 
     # -- the tools --------------------------------------------------------------------------
+    def _launch_tools(self) -> None:
+        """Start a tool box for the signed-in clinician (the operator when there are no accounts)."""
+        self._start_tools(self._tools_generation, self.tools_user())
+
+    def _stop_tools(self) -> None:
+        """Close the tool box (a change of clinician); a start-up still running is disowned."""
+        self._tools_generation += 1
+        tools, self.tools, self.agent, self.drug_names, self.tools_error = self.tools, None, None, None, None
+        self._up, self._down = frozenset(), frozenset()
+        self.main.status.set_health({s: None for s in SERVERS})
+        if tools is not None:
+            threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
+
     @work(thread=True, group="tools", exit_on_error=False)
-    def _start_tools(self) -> None:
-        """Start the tool box and read the drug dictionary (see the ownership invariant)."""
+    def _start_tools(self, generation: int = 0, user: str | None = None) -> None:
+        """Start the tool box and read the drug dictionary (see the ownership invariants)."""
+        factory = (lambda: self._tools_factory(user)) if user else self._tools_factory
         try:
-            tools = abandonable(self._quitting, self._tools_factory)
+            tools = abandonable(self._quitting, factory)
         except Closing:
             return
         except Exception as exc:  # noqa: BLE001
             log.exception("tool start-up failed")
-            self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})"))
+            self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})", generation))
             return
         try:
             names = abandonable(self._quitting, tools.drug_names)
@@ -107,9 +126,9 @@ class ServiceHandling:
         except Exception as exc:  # noqa: BLE001
             log.exception("tool start-up failed")
             close_quietly(tools)
-            self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})"))
+            self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})", generation))
             return
-        if not self.post_message(events.ToolsReady(tools, names)):  # the app is already closing
+        if not self.post_message(events.ToolsReady(tools, names, generation)):  # the app is already closing
             close_quietly(tools)
             return
         try:
@@ -118,6 +137,9 @@ class ServiceHandling:
             return
 
     def on_tools_ready(self, message: events.ToolsReady) -> None:
+        if message.generation != self._tools_generation:  # started for a clinician who signed out
+            threading.Thread(target=close_quietly, args=(message.tools,), name="clinic-close", daemon=True).start()
+            return
         self.tools, self.drug_names, self.tools_error = message.tools, message.drug_names, None
         self.refresh_bindings()  # the health check that follows announces a recovery
         if self.patient_id:
@@ -125,6 +147,8 @@ class ServiceHandling:
         self._maybe_ready()
 
     def on_tools_failed(self, message: events.ToolsFailed) -> None:
+        if message.generation != self._tools_generation:
+            return
         self.tools_error = message.message
         self._down = frozenset(SERVERS)
         self.main.status.set_health({s: False for s in SERVERS})
@@ -149,7 +173,7 @@ class ServiceHandling:
             self.main.status.set_health({s: None for s in SERVERS})
             self.refresh_bindings()
             self.notice("Starting the clinical data services again…")
-            self._start_tools()
+            self._launch_tools()
 
     # -- health -----------------------------------------------------------------------------
     def _periodic_health(self) -> None:

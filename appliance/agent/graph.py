@@ -10,6 +10,8 @@ Invariants:
   emits the node's trace event under the dispatched name and returns the next ``Node``, so
   the path, the trace and the dispatch cannot disagree.
 - The loop is bounded: MAX_STEPS tool executions and a hard cap on node visits.
+- An empty question (only spaces or invisible characters, and no image) runs no node and no
+  model call: the turn returns ``EMPTY_QUESTION`` as a clarification.
 - Trace events and logs carry no patient data beyond the tool arguments the clinician sees.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -36,12 +39,19 @@ from appliance.config import Settings
 from appliance.safety.chart_gate import ChartSafetyGate
 from appliance.errors import ApplianceError, TurnCancelled
 from appliance.llm.base import LanguageModel, TokenCallback
+from appliance.prescreen.tool import PrescreenToolBox
 from appliance.tools.base import Approver, ToolBox, deny_all
 from mcp_servers.contracts import TOOL_SERVERS
 from models.profiles import DEMO_NOTICE, PROFILES
 
 MAX_NODE_VISITS = 60
+EMPTY_QUESTION = "Nothing was asked: type a question or an instruction."
 VERIFY_WITH_CHART = "This answer used patient data: verify it against the chart before acting on it."
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds a character that shows (not only spaces, zero-width or control characters)."""
+    return any(not (c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Mn", "Me")) for c in text)
 
 
 def used_patient_data(tool_calls: list[dict]) -> bool:
@@ -130,6 +140,9 @@ class Agent:
         cancel: threading.Event | None = None,
     ) -> TurnResult:
         state = AgentState(user_query=query.strip(), selected_patient_id=patient_id, image_path=image_path)
+        if not image_path and not has_visible_text(query):  # nothing asked: no node runs, no model call
+            return TurnResult(response=EMPTY_QUESTION, kind="clarification", intent=None, path=[], tool_calls=[],
+                              router=[], timings=[], trace=[], state=state, model_notice=self.model_notice)
         llm = _CancellableModel(self.model, cancel) if cancel is not None else self.model
         turn = _Turn(self, state, history or [], llm, on_event, on_token, cancel)
         node = Node.INPUT_ASSEMBLY
@@ -186,6 +199,9 @@ class _Turn:
                 "completion_tokens": stats.completion_tokens,
                 "tokens_per_second": round(stats.tokens_per_second, 1),
             }
+            if stats.history_dropped or stats.results_shortened:  # fitted to the context (appliance.llm.fit)
+                model_stats["history_dropped"] = stats.history_dropped
+                model_stats["results_shortened"] = stats.results_shortened
         event = TraceEvent(self.node.value, NODE_LABELS[self.node], round(time.perf_counter() - self.started, 4),
                            output, model_stats=model_stats, **extra)
         self.trace.append(event)
@@ -219,8 +235,10 @@ def _select_tool(turn: _Turn) -> Node:
 
 def _execute_tool(turn: _Turn) -> Node:
     agent = turn.agent
-    update, result = tool_execute.run(turn.state, agent.tools, agent.approver, agent.settings.tool_deadline_seconds,
-                                      agent.safety_gate)
+    # prescreen_for_trials runs here, with the turn's model (so a cancel reaches it): appliance.prescreen.tool
+    tools = PrescreenToolBox(agent.tools, turn.llm)
+    update, result = tool_execute.run(turn.state, tools, agent.approver, agent.settings.tool_deadline_seconds,
+                                      agent.safety_gate, known_drug=lambda name: bool(agent.drugs.find(name)))
     turn.state = turn.state.merge(update)
     summary = result.error or tool_execute.summarize_result(result.result)
     turn.tool_calls.append({

@@ -72,6 +72,7 @@ class ToolResult:
     seconds: float = 0.0
     approval_seconds: float | None = None  # a write's wait for the clinician's decision
     safety: dict | None = None  # a prescription's safety report (appliance.safety), as audited
+    outcome_unknown: bool = False  # a write that may or may not have reached the record (never retried)
 
     def signature(self) -> str:
         return self.tool_name + json.dumps(self.args, sort_keys=True)

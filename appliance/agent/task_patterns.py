@@ -18,6 +18,9 @@ Invariants:
 - A patient search is named by a search verb before a capitalised name ("find John Smith",
   "look up patient Ana Lopez"); whether it is still needed (no patient ID known) is the
   router's rule.
+- Trials: a search names clinical_trial; an NCT id, "trial details" or a trial's eligibility
+  criteria name trial_details; "is she eligible for any trials?" names trial_prescreen, which
+  then does not also require the trial search (the prescreen searches itself).
 """
 
 from __future__ import annotations
@@ -114,11 +117,30 @@ LITERATURE = Step(
 TRIALS = Step(
     "clinical_trial", "find_clinical_trials", "find clinical trials",
     _words(r"trials?", r"recruit(?:s|ing|ment)?", r"enroll?(?:s|ed|ing|ment)?", r"experimental",
-           r"clinicaltrials(?:\.gov)?", r"NCT[-\d]*"),
-    # Randomised trials are evidence (literature); "a trial of amoxicillin" is a treatment.
-    unless=re.compile(r"\brandomi[sz]ed(?:\s+controlled)?\s+trials?\b|\b(?:a|another)\s+trial\s+of\b", re.IGNORECASE),
+           r"clinicaltrials(?:\.gov)?"),
+    # Randomised trials are evidence (literature); "a trial of amoxicillin" is a treatment; the
+    # details or criteria of one trial are TRIAL_DETAILS.
+    unless=re.compile(r"\brandomi[sz]ed(?:\s+controlled)?\s+trials?\b|\b(?:a|another)\s+trial\s+of\b"
+                      r"|\btrial\s+details?\b|\bdetails\s+(?:of|for|on|about)\s+(?:the\s+|this\s+|that\s+)?trial\b"
+                      r"|\bcriteria\s+(?:of|for|in)\s+(?:the\s+|this\s+|that\s+)?trial\b", re.IGNORECASE),
 )
-READS = (SEARCH, CHART, INTERACTION, SAFETY, LITERATURE, TRIALS)
+TRIAL_DETAILS = Step(
+    "trial_details", "get_trial_details", "get the trial's details",
+    _words(r"NCT\d{8}", r"NCT-DEMO-\d+", r"(?:trial|study)\s+details?",
+           r"details\s+(?:of|for|on|about)\s+(?:the\s+|this\s+|that\s+)?(?:trial|study)",
+           r"(?:eligibility|inclusion|exclusion|entry)\s+criteria"),
+)
+PRESCREEN = Step(
+    "trial_prescreen", "prescreen_for_trials", "prescreen the patient for clinical trials",
+    _words(r"pre-?screen(?:s|ed|ing)?", r"eligib(?:le|ility)\b[^.?!;]{0,40}?\btrials?",
+           r"trials?\b[^.?!;]{0,40}?\beligib(?:le|ility)", r"qualif(?:y|ies|ied)\b[^.?!;]{0,30}?\btrials?",
+           r"trials?\b[^.?!;]{0,40}?\bqualif(?:y|ies)",
+           r"candidate\s+for\s+(?:a\s+|any\s+|the\s+|some\s+)?(?:clinical\s+)?trials?",
+           r"match(?:es|ed|ing)?\s+(?:him|her|them|(?:the\s+|this\s+)?patient)\s+(?:to|with)\s+(?:a\s+|any\s+)?(?:clinical\s+)?trials?"),
+    # A trial's eligibility criteria are its details, not a question about this patient.
+    unless=re.compile(r"\b(?:eligibility|inclusion|exclusion|entry)\s+criteria\b", re.IGNORECASE),
+)
+READS = (SEARCH, CHART, INTERACTION, SAFETY, LITERATURE, TRIALS, TRIAL_DETAILS, PRESCREEN)
 WRITES = {
     PRESCRIBE: Step("prescribe", PRESCRIBE, "write the prescription"),
     ALLERGY: Step("allergy", ALLERGY, "record the allergy"),
@@ -132,4 +154,7 @@ def named_steps(query: str) -> tuple[Step, ...]:
     """The steps the clinician's instruction names: reads in the order named, then writes."""
     text = instruction_text(query)
     found = sorted((pos, i, step) for i, step in enumerate(READS) if (pos := step.position(text)) is not None)
-    return tuple(step for _pos, _i, step in found) + tuple(WRITES[tool] for tool in write_requests(query))
+    reads = tuple(step for _pos, _i, step in found)
+    if PRESCREEN in reads:  # the prescreen searches the trials itself
+        reads = tuple(step for step in reads if step is not TRIALS)
+    return reads + tuple(WRITES[tool] for tool in write_requests(query))

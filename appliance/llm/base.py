@@ -45,6 +45,8 @@ class CallStats:
     model_steps: int = 0  # times the model's logits decided something (choices, characters, closes)
     fallbacks: int = 0  # steps where the first choice was rejected
     closed_early: int = 0  # strings the decoder closed at their maxLength or the token budget
+    history_dropped: int = 0  # earlier messages left out to fit the context (appliance.llm.fit)
+    results_shortened: int = 0  # tool-result shortenings made to fit the context
 
     @property
     def tokens_per_second(self) -> float:

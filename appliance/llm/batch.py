@@ -13,6 +13,8 @@ Invariants:
 - The batch context is separate from the model's main context (its own KV cells, one
   sequence per slot), so the prefix cache of single calls is never disturbed. Callers hold
   the model lock for the whole run.
+- Prompts are tokenized from their parts (``prompt.tokenize_parts``): only the template's
+  markers become control tokens, never marker text inside a message.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from appliance.errors import GenerationError, GenerationTruncated
 from appliance.llm.base import parse_constrained
 from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable
 from appliance.llm.grammar import output_schema
-from appliance.llm.prompt import Message, render_gemma, split_static
+from appliance.llm.prompt import Message, Parts, split_parts, tokenize_parts
 
 
 @dataclass
@@ -109,7 +111,7 @@ class BatchRunner:
         self.batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self.n_batch = params.n_batch
         self.cond = threading.Condition()
-        self._prefixes: dict[str, tuple[int, int]] = {}  # static text -> (prefix seq, tokens)
+        self._prefixes: dict[Parts, tuple[int, int]] = {}  # static prefix -> (prefix seq, tokens)
         self.failed: str | None = None
         self._tok_lock = threading.Lock()
 
@@ -129,6 +131,9 @@ class BatchRunner:
         with self._tok_lock:
             return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=special)
 
+    def tokenize_parts(self, parts: Parts, *, bos: bool) -> list[int]:
+        return tokenize_parts(lambda text, b, special: self.tokenize(text, bos=b, special=special), parts, bos=bos)
+
     # -- the coordinator -----------------------------------------------------------------
     def run(self, jobs: Sequence[BatchJob], seed: int = 0) -> list[BatchResult]:
         results: list[BatchResult | None] = [None] * len(jobs)
@@ -143,14 +148,12 @@ class BatchRunner:
             index = queue.pop()
             job = jobs[index]
             slot = _Slot(self, seq, seed + index)
-            static, dynamic = split_static(job.messages)
-            prompt = self.tokenize(dynamic, special=True)
+            static, dynamic = split_parts(job.messages)
+            prompt = self.tokenize_parts(dynamic, bos=not static)  # no static part: the whole prompt
             if static:  # the slot shares the prefix's KV cells instead of evaluating them again
                 prefix_seq, n_static = self._prefix(static, mem)
                 self.lib.llama_memory_seq_cp(mem, prefix_seq, seq, -1, -1)
                 slot.pos = n_static
-            else:
-                prompt = self.tokenize(render_gemma(job.messages), bos=True, special=True)
             if slot.pos + len(prompt) + job.max_tokens > self.n_ctx_per_seq:
                 results[index] = BatchResult("", None, GenerationError(
                     f"a prompt of {len(prompt)} tokens and up to {job.max_tokens} generated tokens do not fit "
@@ -195,7 +198,7 @@ class BatchRunner:
                 self.cond.notify_all()
         return results  # type: ignore[return-value]
 
-    def _prefix(self, static: str, mem) -> tuple[int, int]:
+    def _prefix(self, static: Parts, mem) -> tuple[int, int]:
         """The sequence holding ``static``'s KV cells, evaluated on first use (least recently
         used prefix dropped when all prefix sequences are taken)."""
         hit = self._prefixes.pop(static, None)
@@ -206,7 +209,7 @@ class BatchRunner:
             else:
                 used = {q for q, _ in self._prefixes.values()}
                 free = next(self.parallel + k for k in range(PREFIX_SEQS) if self.parallel + k not in used)
-            tokens = self.tokenize(static, bos=True, special=True)
+            tokens = self.tokenize_parts(static, bos=True)
             holder = _Slot(self, free, 0)
             holder.feed(tokens)
             self._decode([holder], logits=False)

@@ -3,6 +3,9 @@
 Invariants:
 - Prompts are split into a static prefix (a node's fixed system text) and a dynamic rest; each
   is tokenized on its own, so the static prefix's tokens are identical on every call.
+- Prompts arrive as parts (``appliance.llm.prompt``): only the template's own markers are
+  tokenized as control tokens; every text part (system text, the clinician's words, tool
+  results, history) is tokenized with special-token parsing off.
 - Before a prompt is evaluated, the longest common prefix with the tokens already in the KV
   cache is kept; if that does not cover the static prefix, a saved KV snapshot of it is
   restored, or it is evaluated once and saved. Only the dynamic rest is prefilled.
@@ -20,6 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+
+from appliance.llm.prompt import Parts, tokenize_parts
 
 
 @dataclass
@@ -40,8 +45,9 @@ class PrefixCache:
         self.llm = llm
         self.ctx = llm._ctx.ctx
         self.max_bytes = max_bytes
-        self._snapshots: OrderedDict[str, tuple[list[int], ctypes.Array]] = OrderedDict()
+        self._snapshots: OrderedDict[Parts, tuple[list[int], ctypes.Array]] = OrderedDict()
         self._token_cache: dict[tuple[str, bool, bool], list[int]] = {}
+        self._parts_cache: dict[Parts, list[int]] = {}
         self.eval_seconds = 0.0
         self.eval_calls = 0
 
@@ -54,7 +60,7 @@ class PrefixCache:
     def snapshot_count(self) -> int:
         return len(self._snapshots)
 
-    def tokenize(self, text: str, *, bos: bool, special: bool = True) -> list[int]:
+    def tokenize(self, text: str, *, bos: bool, special: bool = False) -> list[int]:
         key = (text, bos, special)
         cached = self._token_cache.get(key)
         if cached is None:
@@ -62,6 +68,22 @@ class PrefixCache:
             if len(self._token_cache) < 256:
                 self._token_cache[key] = cached
         return cached
+
+    def raw_tokenize(self, text: str, bos: bool, special: bool) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=special)
+
+    def static_tokens(self, static: Parts) -> list[int]:
+        """The tokens of a static prefix (BOS alone for none), cached: the same on every call."""
+        cached = self._parts_cache.get(static)
+        if cached is None:
+            cached = tokenize_parts(self.raw_tokenize, static, bos=True)
+            if len(self._parts_cache) < 256:
+                self._parts_cache[static] = cached
+        return cached
+
+    def prompt_tokens(self, static: Parts, dynamic: Parts) -> list[int]:
+        """The whole prompt's tokens, as ``prime`` would evaluate them."""
+        return self.static_tokens(static) + tokenize_parts(self.raw_tokenize, dynamic, bos=False)
 
     def eval(self, tokens: list[int]) -> None:
         if not tokens:
@@ -84,17 +106,17 @@ class PrefixCache:
         self.lib.llama_memory_seq_rm(self.lib.llama_get_memory(self.ctx), -1, -1, -1)
         self.llm.n_tokens = 0
 
-    def start_from_static(self, static: str) -> None:
+    def start_from_static(self, static: Parts) -> None:
         """Leave exactly the static prefix in the cache (evaluated once, then from its
         snapshot): the state a node call starts from inside a turn."""
-        s_tokens = self.tokenize(static, bos=True)
+        s_tokens = self.static_tokens(static)
         if not self._restore(static):
             self.truncate(0)
             self.eval(s_tokens)
             self._save(static, s_tokens)
 
     # -- snapshots ----------------------------------------------------------------------
-    def _save(self, key: str, tokens: list[int]) -> None:
+    def _save(self, key: Parts, tokens: list[int]) -> None:
         size = self.lib.llama_state_seq_get_size(self.ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         written = self.lib.llama_state_seq_get_data(self.ctx, buf, size, 0)
@@ -105,7 +127,7 @@ class PrefixCache:
         while self.snapshot_bytes > self.max_bytes and len(self._snapshots) > 1:
             self._snapshots.popitem(last=False)
 
-    def _restore(self, key: str) -> bool:
+    def _restore(self, key: Parts) -> bool:
         entry = self._snapshots.get(key)
         if entry is None:
             return False
@@ -122,12 +144,11 @@ class PrefixCache:
         return True
 
     # -- the one entry point -------------------------------------------------------------
-    def prime(self, static: str, dynamic: str, reserve: int = 0) -> PrefillStats:
+    def prime(self, static: Parts, dynamic: Parts, reserve: int = 0) -> PrefillStats:
         """Make the KV cache hold static+dynamic with fresh logits for the last token, checking
         first that the prompt and ``reserve`` generated tokens fit the context."""
-        s_tokens = self.tokenize(static, bos=True)
-        d_tokens = self.llm.tokenize(dynamic.encode("utf-8"), add_bos=False, special=True)
-        target = s_tokens + d_tokens
+        s_tokens = self.static_tokens(static)
+        target = self.prompt_tokens(static, dynamic)
         if len(target) + reserve > self.llm.n_ctx():
             from appliance.errors import GenerationError
 

@@ -290,22 +290,16 @@ class SchemaDecoder:
             return None
         kind = schema.get("type")
         if kind == "object":
-            fields = list(schema["properties"].items())
-            after = [0] * len(fields)  # chars after each field's value, up to and with "}"
-            rest = 1 + tail
-            for i in range(len(fields) - 1, -1, -1):
-                after[i] = rest
-                name, sub = fields[i]
-                rest += len(("{" if i == 0 else ",") + json.dumps(name) + ":") + output_chars(sub, defs, longest=False)
-            for i, (name, sub) in enumerate(fields):
-                self.literal(("{" if i == 0 else ",") + json.dumps(name) + ":")
-                self.value(sub, defs, after[i])
-            self.literal("}")
+            self._object(schema, defs, tail)
         elif kind == "string":
             self.literal('"')
             self.string_body(int(schema.get("minLength", 0)), int(schema.get("maxLength", 2000)), tail)
         elif kind == "array":
-            self._string_array(schema, defs, tail)
+            items = schema.get("items") or {}
+            if (defs[items["$ref"].split("/")[-1]] if "$ref" in items else items).get("type") == "object":
+                self._object_array(schema, defs, tail)
+            else:
+                self._string_array(schema, defs, tail)
         elif kind == "boolean":
             self.choose(["true", "false"], tail)
         elif kind == "null":
@@ -313,6 +307,47 @@ class SchemaDecoder:
         else:
             raise ValueError(f"the fast decoder does not handle {kind!r}")
         return None
+
+    def _object(self, schema: dict, defs: dict, tail: int = 0, opened: bool = False) -> None:
+        """One object, fields in declared order; ``opened``: its "{" is already out (an array
+        item chosen by its opening brace)."""
+        fields = list(schema["properties"].items())
+        after = [0] * len(fields)  # chars after each field's value, up to and with "}"
+        rest = 1 + tail
+        for i in range(len(fields) - 1, -1, -1):
+            after[i] = rest
+            name, sub = fields[i]
+            rest += len(("{" if i == 0 else ",") + json.dumps(name) + ":") + output_chars(sub, defs, longest=False)
+        for i, (name, sub) in enumerate(fields):
+            self.literal((("" if opened else "{") if i == 0 else ",") + json.dumps(name) + ":")
+            self.value(sub, defs, after[i])
+        self.literal("}")
+
+    def _object_array(self, schema: dict, defs: dict, tail: int = 0) -> None:
+        """An array of objects: past ``minItems`` each further item is a choice between its
+        opening brace and "]", made only while the budget still affords a shortest item."""
+        items = schema.get("items") or {}
+        if "$ref" in items:
+            items = defs[items["$ref"].split("/")[-1]]
+        lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
+        shortest = output_chars(items, defs, longest=False)  # one item, its braces included
+        self.literal("[")
+        n = 0
+        while n < hi:
+            opener = "{" if n == 0 else ",{"
+            if n >= lo:
+                # another item needs its opener, the rest of its shortest form, "]" and the tail
+                if not self._affords(len(opener) + shortest + tail):
+                    self.literal("]")
+                    return
+                if self.choose([opener, "]"], tail) == "]":
+                    return
+            else:
+                self.literal(opener)
+            required_after = max(0, lo - n - 1) * (1 + shortest)
+            self._object(items, defs, required_after + 1 + tail, opened=True)
+            n += 1
+        self.literal("]")
 
     def _string_array(self, schema: dict, defs: dict, tail: int = 0) -> None:
         items = schema.get("items") or {}
@@ -349,8 +384,9 @@ class SchemaDecoder:
         inner = non_null[0]
         if "$ref" in inner:
             inner = defs[inner["$ref"].split("/")[-1]]
-        if "enum" in inner:
-            self.choose([json.dumps(v, ensure_ascii=False) for v in inner["enum"]] + ["null"], tail)
+        if "enum" in inner or "const" in inner:  # a one-value Literal is a "const"
+            values = inner.get("enum", [inner.get("const")])
+            self.choose([json.dumps(v, ensure_ascii=False) for v in values] + ["null"], tail)
         elif inner.get("type") == "string":
             lo, hi = int(inner.get("minLength", 0)), int(inner.get("maxLength", 2000))
             if not self._affords(2 + lo + tail):  # no room for a string: the value is null
@@ -381,7 +417,7 @@ def fast_supported(json_schema: dict) -> bool:
             if len(opts) != 2 or len(inner) != 1:
                 return False
             target = defs[inner[0]["$ref"].split("/")[-1]] if "$ref" in inner[0] else inner[0]
-            return "enum" in target or target.get("type") == "string"
+            return "enum" in target or "const" in target or target.get("type") == "string"
         if "enum" in node or "const" in node:
             return True
         kind = node.get("type")
@@ -390,6 +426,8 @@ def fast_supported(json_schema: dict) -> bool:
         if kind == "array":
             items = node.get("items") or {}
             items = defs[items["$ref"].split("/")[-1]] if "$ref" in items else items
+            if items.get("type") == "object":
+                return ok(items)
             return items.get("type") == "string" and "enum" not in items
         return kind in ("string", "boolean", "null")
 

@@ -13,31 +13,39 @@ Invariants:
   ``GenerationTruncated`` instead of returning half an object.
 - An image call (``appliance.llm.vision``) holds the same lock and leaves the KV cache empty,
   so the next text prompt never reuses cells that hold image embeddings.
+- Every prompt is fitted to the context before it is evaluated (``appliance.llm.fit``): the
+  earlier exchanges go first, then long tool results are shortened; the question never is.
+  Only the template's markers are tokenized as control tokens (``prompt.tokenize_parts``).
 - This module sits above ``batch`` and ``vision``: they never import it.
 """
 
 from __future__ import annotations
 
 import codecs
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Sequence
 
-from appliance.errors import GenerationCancelled, GenerationTruncated, ModelFileError, SchemaNotSupported
+from appliance.errors import (
+    GenerationCancelled, GenerationError, GenerationTruncated, ModelFileError, SchemaNotSupported,
+)
 from appliance.llm import vision
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.batch import BatchJob, BatchResult, BatchRunner
 from appliance.llm.context import DecoderBackend, PrefixCache
 from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_handles, sample_free
+from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import output_schema
 from appliance.llm.logs import quiet_llama_logs
-from appliance.llm.prompt import Message, render_gemma, split_static
+from appliance.llm.prompt import Message, render_parts, split_parts, tokenize_parts
 from models.profiles import ModelProfile
 from models.projector import projector_problem
 from models.verify import verify_model_file
 
+log = logging.getLogger(__name__)
 
 def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
     """Open a verified GGUF with llama.cpp (imported here: it is heavy and optional for fakes)."""
@@ -111,7 +119,24 @@ class LlamaModel:
 
     def tokenize_count(self, text: str) -> int:
         with self._lock:
-            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+
+    def count_prompt(self, messages: Sequence[Message]) -> int:
+        """Tokens of the rendered prompt, as it would be evaluated (caller holds the lock)."""
+        return len(self.cache.prompt_tokens(*split_parts(messages)))
+
+    def _fit(self, node: str, messages: Sequence[Message], reserve: int) -> Fitted:
+        """``messages`` fitted to the context with room for ``reserve`` generated tokens (caller
+        holds the lock); a trim is logged, an impossible fit raises ``ContextOverflow``."""
+        try:
+            fitted = fit_messages(messages, self.count_prompt, self._llm.n_ctx() - reserve)
+        except GenerationError as exc:
+            log.warning("%s: prompt does not fit the %d-token context: %s", node, self._llm.n_ctx(), exc)
+            raise
+        if fitted.trimmed:
+            log.warning("%s: prompt trimmed to %d tokens (%d earlier messages left out, %d result shortenings)",
+                        node, fitted.tokens, fitted.history_dropped, fitted.results_shortened)
+        return fitted
 
     # -- interface -----------------------------------------------------------------------
     def generate_constrained(
@@ -131,13 +156,13 @@ class LlamaModel:
 
     def _constrained_fast(self, node, messages, schema: type[T], temperature: float, max_tokens: int,
                           cancel: threading.Event | None = None) -> T:
-        static, dynamic = split_static(messages)
         derived = output_schema(schema)
         started = time.perf_counter()
         with self._lock:
             table = self.table
             eval_before = self.cache.eval_seconds
-            prefill = self.cache.prime(static, dynamic, reserve=max_tokens)
+            fitted = self._fit(node, messages, max_tokens)
+            prefill = self.cache.prime(*split_parts(fitted.messages), reserve=max_tokens)
             dec = SchemaDecoder(self._backend, table, temperature, budget=max_tokens, cancel=cancel)
             try:
                 text = dec.decode(derived)
@@ -154,14 +179,17 @@ class LlamaModel:
             prefill_tokens=prefill.prefill_tokens, cache_hit=prefill.snapshot_hit, static_tokens=prefill.static_tokens,
             eval_seconds=eval_seconds, sampled_tokens=dec.stats.sampled_tokens, fallbacks=dec.stats.fallbacks,
             closed_early=dec.stats.closed_early, model_steps=dec.stats.model_steps,
+            history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
         )
         return parse_constrained(text, schema)
 
     def _constrained_grammar(self, node, messages, schema: type[T], temperature: float, max_tokens: int) -> T:
-        prompt = render_gemma(messages)
         grammar = self._grammar(schema)
         started = time.perf_counter()
         with self._lock:
+            fitted = self._fit(node, messages, max_tokens)
+            # Token ids, not text: llama-cpp-python would parse special tokens in a text prompt.
+            prompt = tokenize_parts(self.cache.raw_tokenize, render_parts(fitted.messages), bos=True)
             out = self._llm.create_completion(
                 prompt,
                 max_tokens=max_tokens,
@@ -178,6 +206,7 @@ class LlamaModel:
             completion_tokens=usage.get("completion_tokens", 0),
             seconds=time.perf_counter() - started,
             finish_reason=choice.get("finish_reason") or "",
+            history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
         )
         self.last_text = choice["text"]
         if choice.get("finish_reason") == "length":
@@ -262,7 +291,6 @@ class LlamaModel:
         ignore_eog: bool = False,
     ) -> str:
         """Free text with our own sampling loop, so prompt-prefix reuse applies here too."""
-        static, dynamic = split_static(messages)
         started = time.perf_counter()
         pieces: list[str] = []
         finish = "length"
@@ -270,7 +298,8 @@ class LlamaModel:
         with self._lock:
             table = self.table
             eval_before = self.cache.eval_seconds
-            prefill = self.cache.prime(static, dynamic, reserve=max_tokens)
+            fitted = self._fit(node, messages, max_tokens)
+            prefill = self.cache.prime(*split_parts(fitted.messages), reserve=max_tokens)
             count = 0
             for count in range(1, max_tokens + 1):
                 if cancel is not None and cancel.is_set():
@@ -294,7 +323,7 @@ class LlamaModel:
             node=node, prompt_tokens=prefill.prompt_tokens, completion_tokens=count if finish != "stop" else count - 1,
             seconds=time.perf_counter() - started, finish_reason=finish, prefill_tokens=prefill.prefill_tokens,
             cache_hit=prefill.snapshot_hit, eval_seconds=eval_seconds, static_tokens=prefill.static_tokens,
-            sampled_tokens=count,
+            sampled_tokens=count, history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
         )
         if finish == "cancelled":
             raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces")

@@ -46,7 +46,7 @@ from appliance.errors import ApplianceError, GenerationError, ModelFileError
 from appliance.llm.fast import Cancelled, DecodeStats, SchemaDecoder, TokenTable
 from appliance.llm.grammar import output_schema
 from appliance.llm.logs import quiet_mtmd_logs
-from appliance.llm.prompt import Message, render_gemma
+from appliance.llm.prompt import Message, neutralise, render_gemma
 
 NODE = "IMAGE_ANALYSIS"
 TEMPERATURE = 0.3  # docs/design.md §7, INPUT_ASSEMBLY (image)
@@ -86,8 +86,10 @@ class ImageFindings(BaseModel):
 
 
 def image_messages(question: str, marker: str = DEFAULT_MARKER) -> list[Message]:
-    """The image call's turns: the media marker in the user turn, before the question."""
-    question = question.strip() or "Describe this image."
+    """The image call's turns: the media marker in the user turn, before the question. The
+    multimodal tokenizer parses special tokens in the whole prompt, so tag-shaped text in the
+    question (a turn marker, another media marker) is neutralised first."""
+    question = neutralise(question.strip()) or "Describe this image."
     return [Message("system", SYSTEM_PROMPT), Message("user", f"{marker}\n{question}")]
 
 

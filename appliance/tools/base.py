@@ -1,13 +1,19 @@
 """The tool-calling interface the graph depends on, and write approval.
 
-Invariant: a ``ToolOutcome`` is either a result dict or an error type from
-``mcp_servers.contracts.ERROR_TYPES`` with the server's text; exceptions from transports are
-converted before they reach the graph.
+Invariants:
+- A ``ToolOutcome`` is either a result dict or an error type from
+  ``mcp_servers.contracts.ERROR_TYPES`` with the server's text; exceptions from transports are
+  converted before they reach the graph.
+- ``uncertain`` marks an outcome that does not say whether the server acted (the request may
+  have reached it: a timeout, a connection lost mid-call, an unreadable answer); for a write,
+  the record may or may not have been changed.
+- A write is called with an ``idempotency_key`` made by code, one per approved write; the
+  record performs a key once, whatever reaches it how often (``ehr_db.repository``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 
@@ -16,6 +22,7 @@ class ToolOutcome:
     result: dict | None = None
     error_type: str | None = None
     message: str | None = None
+    uncertain: bool = False  # the server may have acted: the outcome is unknown (see above)
 
     @property
     def ok(self) -> bool:
@@ -23,7 +30,8 @@ class ToolOutcome:
 
 
 class ToolBox(Protocol):
-    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome: ...
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
+        """Call ``tool``; ``idempotency_key`` is given for writes only (never by the model)."""
 
     def drug_names(self) -> list[str]: ...
 
@@ -33,6 +41,9 @@ class Approval:
     approved: bool
     args: dict = field(default_factory=dict)
     reason: str | None = None
+    # Who decided: the signed-in clinician's account name (the operator when no accounts exist),
+    # for the record of approvals, rejections and overrides; None when no one was asked.
+    clinician: str | None = None
 
 
 class Approver(Protocol):
@@ -51,3 +62,11 @@ def approve_all(tool: str, args: dict, safety: Any = None) -> Approval:
     """For scripted runs where the operator approved writes up front and nothing is prescribed
     against a safety finding (``appliance.safety.headless`` adds the gate's refusal)."""
     return Approval(True, args)
+
+
+def signed_by(approver: Approver, clinician: str) -> Approver:
+    """``approver`` whose every decision carries ``clinician`` (see ``Approval.clinician``)."""
+    def signed(tool: str, args: dict, safety: Any = None) -> Approval:
+        return replace(approver(tool, args, safety=safety), clinician=clinician)
+
+    return signed

@@ -10,6 +10,14 @@ Invariants:
   call has a deadline.
 - Transport failures become ``ToolOutcome`` error types; nothing from fastmcp or anyio
   escapes to the graph. Server stderr goes to ``logs/mcp-<name>.log`` under the data home.
+- A server the client gives up on (no answer by the deadline, a broken connection, an
+  unreadable answer) is stopped at once: its process group is killed and the client waits
+  until it has exited, under the call lock, before any new server is started. So a stopped or
+  hung server can never finish a write behind the client's back. A failure after the request
+  may have been sent is ``uncertain`` (for a write: the record may or may not have changed).
+- A server that died between calls is noticed before the next call and started again; the
+  call then goes to the new server.
+- A write's ``idempotency_key`` travels as the tool's ``contracts.IDEMPOTENCY_KEY`` argument.
 """
 
 from __future__ import annotations
@@ -21,16 +29,22 @@ import logging
 import os
 import sys
 import threading
+import uuid
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import ValidationError
+
 from common.locations import PROJECT_ROOT, logs_dir
+from appliance.errors import ToolClientError
+from appliance.tools import processes
 from appliance.tools.base import ToolOutcome
-from mcp_servers.contracts import TOOL_SERVERS, parse_tool_error
+from mcp_servers.contracts import IDEMPOTENCY_KEY, TOOL_SERVERS, parse_tool_error
 
 log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
 INIT_TIMEOUT = 10.0  # a server that has not answered its handshake by then is reported down
+STOP_TIMEOUT = 5.0  # for a server given up on to be gone after SIGKILL (and its transport closed)
 USER_HEADER = "X-Appliance-User"  # read by mcp_servers.ehr over HTTP
 
 
@@ -66,7 +80,10 @@ class MCPToolBox:
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
         self._thread.start()
         self._clients: dict[str, Any] = {}
+        self._pids: dict[str, int] = {}  # stdio servers' processes, found by their start token
+        self._stale: dict[str, int] = {}  # a server given up on that would not die: no new start
         self._lock = threading.Lock()
+        self._token: str | None = None
         self.local_tools: dict[str, Any] = {"analyze_medical_image": self._image_unavailable}
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -85,18 +102,73 @@ class MCPToolBox:
         logs = logs_dir()
         logs.mkdir(parents=True, exist_ok=True)
         transport = StdioTransport(
-            sys.executable, ["-m", f"mcp_servers.{server}"], env=self._env, cwd=str(PROJECT_ROOT),
-            log_file=logs / f"mcp-{server}.log",
+            sys.executable, ["-m", f"mcp_servers.{server}"], env={**self._env, **self._start_env()},
+            cwd=str(PROJECT_ROOT), log_file=logs / f"mcp-{server}.log",
         )
         return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
 
+    def _start_env(self) -> dict[str, str]:
+        """A fresh token for the next server start, so its process can be found (``processes``)."""
+        self._token = uuid.uuid4().hex
+        return {processes.TOKEN_ENV: self._token}
+
     async def _connected(self, server: str):
         client = self._clients.get(server)
+        pid = self._pids.get(server)
+        if client is not None and pid is not None and not processes.alive(pid):
+            log.warning("the %s server (pid %d) exited; starting it again", server, pid)
+            await self._stop(server)
+            client = None
         if client is None:
+            stale = self._stale.get(server)
+            if stale is not None and processes.alive(stale):
+                raise ToolClientError(f"the previous {server} server (pid {stale}) has not stopped")
+            self._stale.pop(server, None)
+            self._token = None
             client = self._make_client(server)
-            await client.__aenter__()
-            self._clients[server] = client
+            try:
+                await client.__aenter__()
+            finally:  # registered even when the handshake fails, so a started process is stopped
+                self._clients[server] = client
+                found = processes.find_child(self._token) if self._token else None
+                if found is not None:
+                    self._pids[server] = found
         return client
+
+    async def _stop(self, server: str, *, graceful: bool = False) -> None:
+        """Stop ``server``'s client and process and wait until the process is gone. Given up on
+        (the default), the process group is killed first; ``graceful`` lets the transport close
+        stdin and wait (shutdown)."""
+        client = self._clients.pop(server, None)
+        pid = self._pids.pop(server, None)
+        if pid is not None and not graceful:
+            processes.kill(pid)
+        if client is not None:
+            try:
+                await asyncio.wait_for(client.close(), STOP_TIMEOUT)
+            except Exception:  # noqa: BLE001 - a dying server must not block the stop
+                log.debug("error while closing the %s client", server, exc_info=True)
+        if pid is None:
+            return
+        end = self._loop.time() + STOP_TIMEOUT
+        while processes.alive(pid) and self._loop.time() < end:
+            await asyncio.sleep(0.02)
+        if processes.alive(pid):
+            processes.kill(pid)
+            log.error("the %s server (pid %d) did not stop; no new one starts while it lives", server, pid)
+            self._stale[server] = pid
+
+    def _give_up(self, server: str, why: str) -> None:
+        """Stop a server the client gave up on, and wait for it (caller holds the call lock)."""
+        log.warning("giving up on the %s server (%s): stopping it", server, why)
+        try:
+            self._run(self._stop(server), 2 * STOP_TIMEOUT + 1)
+        except Exception:  # noqa: BLE001 - reported; the next start checks the process again
+            log.error("stopping the %s server did not finish", server, exc_info=True)
+
+    def server_pid(self, server: str) -> int | None:
+        """The running stdio server's process id, when known (for tests and status displays)."""
+        return self._pids.get(server)
 
     def _run(self, coro, timeout: float):
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -108,16 +180,12 @@ class MCPToolBox:
 
     def close(self) -> None:
         async def _close():
-            for client in list(self._clients.values()):
-                try:
-                    await client.__aexit__(None, None, None)
-                except Exception:  # a dying server must not block shutdown
-                    log.debug("error while closing an MCP client", exc_info=True)
-            self._clients.clear()
+            for server in list(self._clients):
+                await self._stop(server, graceful=True)  # stdin closed: each server exits on its own
 
         if self._loop.is_running():
             try:
-                self._run(_close(), 10)
+                self._run(_close(), 3 * STOP_TIMEOUT + 5)
             except Exception:
                 log.debug("MCP shutdown did not finish cleanly", exc_info=True)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -131,33 +199,43 @@ class MCPToolBox:
 
     # -- calls ------------------------------------------------------------------------
     def call_server(self, server: str, tool: str, args: dict, deadline: float) -> ToolOutcome:
+        sent = threading.Event()  # the request may have reached the server from here on
+
         async def _call():
             client = await self._connected(server)
+            sent.set()
             return await client.call_tool_mcp(tool, args, timeout=deadline)
 
         with self._lock:
             try:
                 result = self._run(_call(), deadline + INIT_TIMEOUT)  # first use also starts the server
             except TimeoutError:
-                return ToolOutcome(error_type="timeout", message=f"{tool} did not answer within {deadline:.0f} s")
+                self._give_up(server, f"{tool} gave no answer in time")
+                return ToolOutcome(error_type="timeout", message=f"{tool} did not answer within {deadline:.0f} s",
+                                   uncertain=sent.is_set())
             except Exception as exc:  # noqa: BLE001 - every transport failure becomes an outcome
-                self._clients.pop(server, None)
-                kind = "timeout" if "timed out" in str(exc).lower() else "service_unavailable"
-                return ToolOutcome(error_type=kind, message=f"{type(exc).__name__} reaching the {server} server")
-        if getattr(result, "is_error", False):
-            error_type, text = parse_tool_error(_error_text(result))
-            return ToolOutcome(error_type=error_type, message=text)
-        try:
-            return ToolOutcome(result=_result_payload(result) or {})
-        except (ValueError, TypeError):
-            return ToolOutcome(error_type="invalid_response", message="the result was not JSON")
+                self._give_up(server, f"{type(exc).__name__} during {tool}")
+                kind = "timeout" if "timed out" in str(exc).lower() else \
+                    "invalid_response" if isinstance(exc, (ValidationError, json.JSONDecodeError)) else "service_unavailable"
+                return ToolOutcome(error_type=kind, message=f"{type(exc).__name__} reaching the {server} server",
+                                   uncertain=sent.is_set())
+            if getattr(result, "is_error", False):
+                error_type, text = parse_tool_error(_error_text(result))
+                return ToolOutcome(error_type=error_type, message=text)
+            try:
+                return ToolOutcome(result=_result_payload(result) or {})
+            except (ValueError, TypeError):
+                self._give_up(server, f"unreadable answer to {tool}")
+                return ToolOutcome(error_type="invalid_response", message="the result was not JSON", uncertain=True)
 
-    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
         server = TOOL_SERVERS.get(tool)
         if server is None:
             return ToolOutcome(error_type="invalid_args", message=f"unknown tool {tool}")
         if server == "local":
             return self.local_tools[tool](args)
+        if idempotency_key is not None:
+            args = {**args, IDEMPOTENCY_KEY: idempotency_key}
         return self.call_server(server, tool, args, deadline)
 
     def ping(self, server: str, timeout: float = 5.0) -> bool:
@@ -173,8 +251,8 @@ class MCPToolBox:
         with self._lock:
             try:
                 return bool(self._run(_ping(), timeout + INIT_TIMEOUT))
-            except Exception:  # noqa: BLE001 - any failure means "not healthy"
-                self._clients.pop(server, None)
+            except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
+                self._give_up(server, f"{type(exc).__name__} on a health check")
                 return False
 
     def drug_names(self) -> list[str]:

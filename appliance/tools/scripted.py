@@ -19,7 +19,9 @@ def outcome_from_json(item: dict) -> ToolOutcome:
     if "error_type" in item:
         if item["error_type"] not in ERROR_TYPES:
             raise ScriptError(f"unknown error_type {item['error_type']!r} in script")
-        return ToolOutcome(error_type=item["error_type"], message=item.get("message", ""))
+        # A scripted timeout stands for a real one: whether the server acted is unknown.
+        return ToolOutcome(error_type=item["error_type"], message=item.get("message", ""),
+                           uncertain=item["error_type"] == "timeout")
     if not isinstance(item["result"], dict):
         raise ScriptError("a scripted tool result must be a JSON object")
     return ToolOutcome(result=item["result"])
@@ -31,15 +33,20 @@ class ScriptedToolBox:
         self._fallback = fallback
         self._drug_names = drug_names
         self.calls: list[tuple[str, dict]] = []
+        self.idempotency_keys: list[str] = []  # the keys writes were called with, in order
 
-    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
         self.calls.append((tool, dict(args)))
+        if idempotency_key is not None:
+            self.idempotency_keys.append(idempotency_key)
         queue = self._queues.get(tool)
         if queue:
             return queue.popleft()
         if self._fallback is None:
             raise ScriptError(f"no scripted outcome left for {tool} and no real tools to fall back on")
-        return self._fallback.call(tool, args, deadline)
+        if idempotency_key is None:
+            return self._fallback.call(tool, args, deadline)
+        return self._fallback.call(tool, args, deadline, idempotency_key=idempotency_key)
 
     def drug_names(self) -> list[str]:
         if self._drug_names is not None:

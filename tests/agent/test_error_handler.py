@@ -22,6 +22,7 @@ CASES = [
     ("timeout, retry_count=0 -> model (§15)", "timeout", (), 0, 0, "llm_retry", None),
     ("not found -> model", "not_found", (), 0, 0, "llm_retry", None),
     ("rejected write -> skip, never retried", "rejected_by_user", (), 0, 0, "skip", "failed"),
+    ("permanent failure -> skip, never retried", "permanent_failure", (), 0, 0, "skip", "failed"),
 ]
 
 
@@ -62,3 +63,29 @@ def test_the_step_limit_holds_on_the_error_path():
     model = ScriptedModel()
     _, _, nxt, _ = run(st, model, Limits())
     assert nxt == "SYNTHESIZE" and model.history == []
+
+
+# -- writes are never retried automatically (issue 15) -----------------------------------------
+WRITE_ARGS = {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg",
+              "frequency": "twice daily", "notes": None}
+
+
+@pytest.mark.parametrize("etype", ["timeout", "service_unavailable", "server_error", "rate_limit", "not_found",
+                                   "invalid_response"])
+def test_a_failed_write_is_skipped_never_retried(etype):
+    from dataclasses import replace
+
+    unknown = etype in ("timeout", "invalid_response")
+    result = replace(err("prescribe_medication", etype, **WRITE_ARGS), outcome_unknown=unknown)
+    st = state("Prescribe metformin 500mg twice daily for abc-123", [result], quality="error_retryable")
+    decision = decide(st, Limits())
+    assert decision.action == "skip" and "never retried" in decision.reason
+    model = ScriptedModel()  # no retry choice is asked for
+    update, output, nxt, _ = run(st, model, Limits())
+    assert output == {"action": "skip"} and model.history == [] and update["skipped_tools"] == ("prescribe_medication",)
+    assert "retry_mode" not in update
+
+
+def test_asking_the_clinician_still_comes_first_for_a_write():
+    st = state("Prescribe metformin for abc-123", [err("prescribe_medication", "missing_required_args", ("frequency",))])
+    assert decide(st, Limits()).action == "ask_user"

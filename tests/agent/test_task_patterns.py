@@ -10,6 +10,7 @@ from appliance.agent.task_patterns import named_steps
 
 SEARCH, CHART, INTERACTION, SAFETY = "patient_search", "patient_chart", "drug_interaction", "drug_safety"
 LITERATURE, TRIALS = "literature_search", "clinical_trial"
+DETAILS, PRESCREEN = "trial_details", "trial_prescreen"
 PRESCRIBE, ALLERGY, NOTE = "prescribe", "allergy", "clinical_note"
 
 
@@ -84,7 +85,21 @@ STEP_ROWS = [
     ("Which studies are enrolling patients with IPF?", [TRIALS]),
     ("Can he enrol in something for melanoma?", [TRIALS]),
     ("Experimental treatments for Duchenne?", [TRIALS]),
-    ("Look up NCT04368728", [TRIALS]),
+    ("Look up NCT04368728", [DETAILS]),  # one named trial: its details, not a search
+    ("Trials for mesothelioma recruiting in Boston", [TRIALS]),
+    # one trial's details and criteria
+    ("Get trial details for NCT02300883", [DETAILS]),
+    ("Eligibility criteria of NCT02300883?", [DETAILS]),
+    ("What are the inclusion criteria of this trial?", [DETAILS]),
+    ("Show the details of the trial NCT-DEMO-0001", [DETAILS]),
+    ("What are the eligibility criteria for mesothelioma trials?", [DETAILS, TRIALS]),
+    # prescreening the patient (the prescreen searches itself: no trial search step)
+    ("Is this patient eligible for any trials?", [PRESCREEN]),
+    ("Is she eligible for a clinical trial for her CKD?", [PRESCREEN]),
+    ("Which trials could he qualify for?", [PRESCREEN]),
+    ("Is he a candidate for any clinical trial?", [PRESCREEN]),
+    ("Prescreen pat-004 for lung cancer trials", [PRESCREEN]),
+    ("Find recruiting trials she might be eligible for", [PRESCREEN]),
     # the chart
     ("Pull up his chart", [CHART]),
     ("Pull up the record for pat-201", [CHART]),

@@ -9,6 +9,7 @@ from sqlite_utils import Database
 
 from common.sqlite import MIGRATIONS_TABLE, connect
 from ehr_db.migrations import MIGRATIONS, applied_migrations, migrate
+from ehr_db.repository import audit
 
 EXPECTED_COLUMNS = {
     "patients": {"id", "mrn", "family", "given", "name_key", "birth_date", "sex", "deceased_date",
@@ -22,7 +23,8 @@ EXPECTED_COLUMNS = {
     "observations": {"id", "patient_id", "loinc_code", "display", "value_num", "value_text", "unit",
                      "ref_low", "ref_high", "interpretation", "category", "effective_at"},
     "document_references": {"id", "patient_id", "note_type", "text", "author", "created_at"},
-    "audit_log": {"id", "at", "actor", "tool", "arguments", "result", "outcome"},
+    "audit_log": {"id", "at", "actor", "tool", "arguments", "result", "outcome", "seq", "prev_hash", "row_hash"},
+    "audit_head": {"id", "seq", "hash"},
 }
 
 
@@ -104,10 +106,22 @@ def test_foreign_key_requires_existing_patient(blank: Database):
                                     "clinical_status": "active", "source": "demo"})
 
 
-@pytest.mark.parametrize("statement", ["UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log"])
-def test_audit_log_is_append_only(blank: Database, statement):
+@pytest.mark.parametrize("statement,message", [
+    ("UPDATE audit_log SET actor = 'x'", "append-only"),
+    ("DELETE FROM audit_log", "append-only"),
+    ("UPDATE audit_head SET seq = 0", "only follows"),
+    ("DELETE FROM audit_head", "cannot be deleted"),
+])
+def test_audit_log_is_append_only(blank: Database, statement, message):
     migrate(blank)
-    blank["audit_log"].insert({"at": "2026", "actor": "a", "tool": "t", "arguments": "{}", "outcome": "success"})
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+    audit(blank, "a", "t", {}, None)
+    with pytest.raises(sqlite3.IntegrityError, match=message):
         blank.execute(statement)
     assert blank["audit_log"].count == 1
+
+
+def test_a_row_that_does_not_extend_the_chain_is_refused(blank: Database):
+    migrate(blank)
+    with pytest.raises(sqlite3.IntegrityError, match="extend the hash chain"):
+        blank["audit_log"].insert({"at": "2026", "actor": "a", "tool": "t", "arguments": "{}", "outcome": "success"})
+    assert blank["audit_log"].count == 0

@@ -11,7 +11,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from mcp_servers import ehr
-from mcp_servers.contracts import ARG_SCHEMAS, TOOL_SERVERS, parse_tool_error
+from mcp_servers.contracts import ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error
 
 EHR_TOOLS = sorted(t for t, server in TOOL_SERVERS.items() if server == "ehr")
 
@@ -49,10 +49,13 @@ def test_tools_match_the_contracts(server):
         async with Client(server) as client:
             return await client.list_tools()
     tools = {t.name: t for t in asyncio.run(go())}
-    assert sorted(tools) == EHR_TOOLS
+    assert sorted(tools) == sorted([*EHR_TOOLS, ehr.AUDIT_EVENT_TOOL])  # the one tool that is not the model's
+    assert tools.pop(ehr.AUDIT_EVENT_TOOL).annotations.read_only_hint is False
     for name, tool in tools.items():
         expected = _strip_titles(ARG_SCHEMAS[name].model_json_schema())
         actual = _strip_titles(tool.input_schema)
+        if name in WRITE_TOOLS:  # set by the agent's code, never by the model: not in ARG_SCHEMAS
+            assert actual["properties"].pop(IDEMPOTENCY_KEY)["anyOf"][1] == {"type": "null"}, name
         assert list(actual["properties"]) == list(expected["properties"]), name
         assert actual["properties"] == expected["properties"], name
         assert actual["required"] == expected["required"], name
@@ -164,13 +167,13 @@ def test_errors_and_logs_carry_no_patient_data(server, caplog):
         assert secret not in logged
 
 
-def test_missing_database_is_service_unavailable(tmp_path):
+def test_missing_database_is_a_permanent_failure(tmp_path):
     ehr.configure(tmp_path / "absent.sqlite")
     try:
-        kind, _ = call_error(ehr.mcp, "search_patient", {"name": "x"})
+        kind, text = call_error(ehr.mcp, "search_patient", {"name": "x"})
     finally:
         ehr.configure(None)
-    assert kind == "service_unavailable"
+    assert kind == "permanent_failure" and "appliance init" in text
     assert not (tmp_path / "absent.sqlite").exists()
 
 
@@ -186,7 +189,7 @@ def test_the_launcher_defaults_to_the_data_home(appliance_home, monkeypatch):
         ehr.configure(None)
 
 
-def test_a_server_given_no_database_is_unavailable():
+def test_a_server_given_no_database_is_a_permanent_failure():
     ehr.configure(None)
     kind, _ = call_error(ehr.mcp, "search_patient", {"name": "x"})
-    assert kind == "service_unavailable"
+    assert kind == "permanent_failure"

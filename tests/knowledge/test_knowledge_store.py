@@ -36,13 +36,29 @@ def dump(path) -> dict:
 
 def test_blank_database_migrates_to_expected_schema(tmp_path):
     db = connect(tmp_path / "blank.sqlite")
-    assert store.migrate(db) == ["m001_initial"]
+    assert store.migrate(db) == ["m001_initial", "m002_trial_search", "m003_trial_filters"]
     assert store.migrate(db) == []
     tables = set(db.table_names())
     assert {"drugs", "drug_names", "interactions", "articles", "trials", "meta", MIGRATIONS_TABLE} <= tables
-    assert {"articles_fts", "trials_fts"} <= tables
+    assert {"articles_fts", "trials_fts", "trials_eligibility_fts", "trial_filters"} <= tables
     assert set(db["interactions"].pks) == {"drug_a", "drug_b"}
-    assert db["trials"].columns_dict.keys() >= {"eligibility_criteria", "minimum_age", "maximum_age", "sex", "demo", "locations"}
+    assert db["trials"].columns_dict.keys() >= {"eligibility_criteria", "minimum_age", "maximum_age", "sex", "demo", "locations",
+                                                "min_age_years", "max_age_years", "arms"}
+
+
+def test_m002_fills_the_ages_in_years_and_indexes_the_criteria_of_existing_trials(tmp_path):
+    db = connect(tmp_path / "old.sqlite")
+    store.m001_initial(db)
+    db["trials"].insert({"nct_id": "NCT00000001", "title": "Old row", "minimum_age": "6 Months", "maximum_age": "17 Years",
+                         "eligibility_criteria": "Inclusion Criteria:\n* Asthma", "origin": "import"})
+    store.m002_trial_search(db)
+    row = next(db.query("SELECT min_age_years, max_age_years FROM trials"))
+    assert row == {"min_age_years": 0.5, "max_age_years": 17.0}
+    hits = db.execute("SELECT rowid FROM trials_eligibility_fts WHERE trials_eligibility_fts MATCH 'asthma'").fetchall()
+    assert len(hits) == 1
+    db.execute("UPDATE trials SET eligibility_criteria = 'Inclusion Criteria:\n* Eczema'")  # kept by the triggers
+    assert not db.execute("SELECT 1 FROM trials_eligibility_fts WHERE trials_eligibility_fts MATCH 'asthma'").fetchall()
+    assert db.execute("SELECT 1 FROM trials_eligibility_fts WHERE trials_eligibility_fts MATCH 'eczema'").fetchall()
 
 
 def test_ensure_database_is_idempotent_and_uses_wal(tmp_path):
@@ -133,6 +149,26 @@ def test_a_database_made_before_common_sqlite_is_not_migrated_again(tmp_path):
     db.close()
     ensure_database(path)
     db = connect(path, read_only=True)
-    assert applied_migrations(db, store.STORE) == ["m001_initial"]
+    assert applied_migrations(db, store.STORE) == ["m001_initial", "m002_trial_search", "m003_trial_filters"]  # m001 once
     assert "_migrations" not in db.table_names()
     assert db["drugs"].count >= 30
+
+
+def test_m003_keeps_a_narrow_copy_of_the_filtered_columns(tmp_path):
+    path = tmp_path / "k.sqlite"
+    ensure_database(path)
+    db = connect(path)
+
+    def filters():
+        return {r[0]: r[1:] for r in db.execute(
+            "SELECT t.nct_id, f.status, f.sex, f.min_age_years FROM trial_filters f JOIN trials t ON t.rowid = f.rowid")}
+
+    assert len(filters()) == db["trials"].count
+    store.upsert_trial(db, {"nct_id": "NCT00000009", "title": "New", "status": "RECRUITING", "sex": "Female",
+                            "minimum_age": "18 Years", "source": "test"}, "import")
+    assert filters()["NCT00000009"] == ("RECRUITING", "FEMALE", 18.0)
+    store.upsert_trial(db, {"nct_id": "NCT00000009", "title": "New", "status": "COMPLETED", "sex": "ALL",
+                            "minimum_age": "6 Months", "source": "test"}, "import")
+    assert filters()["NCT00000009"] == ("COMPLETED", "ALL", 0.5)
+    db.execute("DELETE FROM trials WHERE nct_id = 'NCT00000009'")
+    assert "NCT00000009" not in filters() and len(filters()) == db["trials"].count

@@ -59,7 +59,7 @@ def test_the_current_patient_carries_reads_and_approved_writes(tmp_path: Path):
     steps = [
         "Maria Garcia is in the record.", "Current patient: pat-001 (Maria Garcia).",
         "[pat-001 (Maria Garcia)] > ", "Her chart shows hypertension.",
-        "The assistant wants to write to the record (add_allergy):", "Patient: pat-001 (Maria Garcia)\n",
+        "The assistant proposes a change to the record: Record an allergy to", "Patient: pat-001 (Maria Garcia)\n",
         "Approve this write? [y/N]", "The penicillin allergy is recorded.",
         "I found 3 patients matching 'James Wilson'. Which one did you mean?",
         "- James Wilson, born 1967-04-19, ID pat-003", "No current patient (was pat-001 (Maria Garcia)).",

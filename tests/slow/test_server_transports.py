@@ -33,7 +33,8 @@ async def _error_type(client: Client, tool: str, args: dict) -> str:
 
 async def _ehr(client: Client) -> None:
     assert {t.name for t in await client.list_tools()} == {
-        "search_patient", "get_patient_chart", "prescribe_medication", "add_allergy", "save_clinical_note"}
+        "search_patient", "get_patient_chart", "prescribe_medication", "add_allergy", "save_clinical_note",
+        "record_audit_event"}
     found = (await client.call_tool("search_patient", {"name": "Maria Garcia"})).data
     pid = found["matches"][0]["patient_id"]
     chart = (await client.call_tool("get_patient_chart", {"patient_id": pid})).data
@@ -47,7 +48,7 @@ async def _ehr(client: Client) -> None:
 
 async def _umls(client: Client) -> None:
     assert {t.name for t in await client.list_tools()} == {
-        "concept_search", "get_concept", "get_semantic_type", "drug_vocabulary"}
+        "concept_search", "get_concept", "get_semantic_type", "drug_vocabulary", "ground_text"}
     found = (await client.call_tool("concept_search", {"term": "acetaminophen", "max_results": 3})).data
     best = found["candidates"][0]
     assert (best["cui"], best["snomed_code"], best["score"]) == ("C0000970", "387517004", 1.0)

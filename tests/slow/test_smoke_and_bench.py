@@ -48,7 +48,7 @@ def test_bench_reports_every_figure_and_ratio(tmp_path):
 
 @pytest.mark.timeout(660)
 def test_tool_bench_reports_p50_and_p95_for_every_tool(tmp_path):
-    proc = run(["bench", "tools", "--json", "--calls", "3", "--concepts", "2000"], tmp_path, 600)
+    proc = run(["bench", "tools", "--json", "--calls", "3", "--concepts", "2000", "--trials", "2000"], tmp_path, 600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     from mcp_servers.contracts import TOOL_SERVERS
@@ -58,6 +58,9 @@ def test_tool_bench_reports_p50_and_p95_for_every_tool(tmp_path):
     for name, figures in report["tools"].items():  # the demo data answers every benchmarked call
         assert (figures["ok"], figures["failed"]) == (3, 0), (name, figures)
         assert 0 < figures["p50_ms"] <= figures["p95_ms"]
+    trials = report["trial_search"]
+    assert trials["trials"] == 2000 and trials["build"]["inserted"] == 2000 and "synthetic" in trials["data"]
+    assert 0 < trials["searches"]["all searches"]["p50_ms"] <= trials["searches"]["all searches"]["p95_ms"]
     for kind in ("exact", "prefix", "typo"):  # a one-edit typo may find nothing: counted, never timed
         figures = report["concept_search_100k"][kind]
         assert figures["ok"] + figures["failed"] == 3 and figures["ok"] >= 1, (kind, figures)

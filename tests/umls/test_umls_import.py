@@ -91,11 +91,15 @@ def test_import_is_idempotent_and_survives_ensure_database(imported):
     assert _dump(path) == first
 
 
-def test_import_replaces_starter_content(tmp_path):
+def test_import_replaces_starter_content_only_when_told_to_shrink_it(tmp_path):
     path = tmp_path / "umls.sqlite"
     store.ensure_database(path)
-    umls_import.import_rrf(path, RRF)
+    with pytest.raises(umls_import.UmlsImportError, match="would replace the store's 356 concepts with 3"):
+        umls_import.import_rrf(path, RRF)
     db = schema.connect(path, read_only=True)
+    assert db.execute("SELECT COUNT(*) FROM concepts").fetchone()[0] == 356  # rolled back whole
+    report = umls_import.import_rrf(path, RRF, replace=True)
+    assert (report.previous_concepts, report.concepts) == (356, 3)
     assert db.execute("SELECT COUNT(*) FROM concepts").fetchone()[0] == 3
 
 
@@ -145,7 +149,7 @@ def test_cli_progress_bar_shows_the_stages(tmp_path, monkeypatch, capsys):
     from appliance.importers import run_import
 
     monkeypatch.setenv("APPLIANCE_HOME", str(tmp_path / "home"))
-    summary = run_import("umls", "rrf", RRF)
+    summary = run_import("umls", "rrf", RRF, replace=True)  # 3 fixture concepts replace the 356 curated ones
     out = capsys.readouterr().out
     assert "100.0%" in out and "3 concepts" in summary
     assert out.index("building the full-text index") < out.index("building the typo index") < out.index("- done")

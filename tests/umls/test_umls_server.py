@@ -24,7 +24,8 @@ def test_tools_are_listed_read_only(server):
         async with Client(server) as client:
             return await client.list_tools()
     tools = {t.name: t for t in asyncio.run(run())}
-    assert set(tools) == {"concept_search", "get_concept", "get_semantic_type", "drug_vocabulary"}
+    assert set(tools) == {"concept_search", "get_concept", "get_semantic_type", "drug_vocabulary",
+                          "ground_text"}
     assert all(t.annotations.read_only_hint for t in tools.values())
     assert list(tools["concept_search"].input_schema["properties"]) == ["term", "max_results"]
 

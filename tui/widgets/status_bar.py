@@ -1,13 +1,15 @@
 """The status line: model profile and load state (while loading: the stage, the hashing
-percentage and a bar), tokens per second of the last generation, and the health of each MCP
-server.
+percentage and a bar), tokens per second of the last generation, the health of each MCP
+server, and at the right the signed-in clinician ("no sign-in" when the appliance has no
+clinician accounts).
 
 Invariants:
 - State is shown in words as well as colour ("up", "down"), so it stays readable on a
   16-colour console.
 - While the model loads the line fits 80 columns with the longest stage and every server
   down (the tokens per second, meaningless before a generation, are left out until then;
-  the bar moves, so a stage needs no clock).
+  the bar moves, so a stage needs no clock). The clinician's name takes what room is left
+  and is cut first, so the health words always show.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ class StatusBar(Horizontal):
         self.load_fraction: float | None = None  # while hashing: the part done, 0..1
         self.tokens_per_second: float | None = None
         self.health: dict[str, bool | None] = {s: None for s in SERVERS}
+        self.clinician = ""
         self._loading_since = time.monotonic()
 
     def compose(self) -> ComposeResult:
         yield Static(id="status-model")
         yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="status-progress")
         yield Static(id="status-rest")
+        yield Static(id="status-clinician", markup=False)
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(0.2, self._tick)
@@ -64,6 +68,10 @@ class StatusBar(Horizontal):
 
     def set_health(self, health: dict[str, bool | None]) -> None:
         self.health.update(health)
+        self._render_all()
+
+    def set_clinician(self, text: str) -> None:
+        self.clinician = text
         self._render_all()
 
     def model_text(self) -> Text:
@@ -109,3 +117,4 @@ class StatusBar(Horizontal):
         else:
             bar.update(total=100, progress=self.load_fraction * 100)
         self.query_one("#status-rest", Static).update(self.rest_text())
+        self.query_one("#status-clinician", Static).update(self.clinician)

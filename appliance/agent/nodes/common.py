@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from appliance.llm.grammar import max_output_chars
 from appliance.llm.prompt import Message
-from mcp_servers.contracts import ARG_SCHEMAS
+from mcp_servers.contracts import ARG_SCHEMAS, WRITE_TOOLS
 
 PROMPT_TOOLS: tuple[str, ...] = tuple(sorted(ARG_SCHEMAS))
 TOOL_EXAMPLES: dict[str, str] = {
@@ -21,6 +21,8 @@ TOOL_EXAMPLES: dict[str, str] = {
     "check_drug_safety": "Boxed warnings for amiodarone?",
     "find_clinical_trials": "Recruiting trials for mesothelioma?",
     "get_patient_chart": "Show me the chart of pat-004.",
+    "get_trial_details": "Eligibility criteria of NCT02300883?",
+    "prescreen_for_trials": "Is this patient eligible for any trials?",
     "prescribe_medication": "Start lisinopril 10 mg daily for pat-002.",
     "save_clinical_note": "Save a note for pat-001: doing well.",
     "search_medical_literature": "Evidence for SGLT2 inhibitors in heart failure?",
@@ -28,13 +30,24 @@ TOOL_EXAMPLES: dict[str, str] = {
 }
 
 
-def conversation(system: str, user: str, history: tuple[tuple[str, str], ...] = ()) -> list[Message]:
-    """System text, the recent exchanges (user/assistant), then the current user message."""
+def conversation(system: str, user: str, history: tuple[tuple[str, str], ...] = (),
+                 results: tuple[str, ...] = ()) -> list[Message]:
+    """System text, the recent exchanges (user/assistant), then the current user message;
+    ``results`` are the tool results inside it, which the runtime may shorten to fit the
+    context (never the rest of the message)."""
     messages = [Message("system", system)]
     for role, text in history:
         messages.append(Message("user" if role == "user" else "assistant", text))
-    messages.append(Message("user", user))
+    messages.append(Message("user", user, shortenable=tuple(r for r in results if r)))
     return messages
+
+
+def shortenable(results) -> tuple[str, ...]:
+    """The formatted successful read results among ``results`` (``ToolResult``s): what the
+    runtime may shorten to fit the context. A write's result (with its safety report) and
+    every error message stay whole."""
+    return tuple(r.formatted_result for r in results
+                 if r.error_type is None and r.formatted_result and r.tool_name not in WRITE_TOOLS)
 
 
 def token_budget(schema: type[BaseModel], seed_limit: int, *, whole: bool = False) -> int:

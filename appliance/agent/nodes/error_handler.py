@@ -8,6 +8,10 @@ malformed) is a question to the clinician, never a retry.
 Invariants:
 - ``decide`` is a pure function of the state and limits.
 - A write the clinician rejected is never retried.
+- No write is ever retried automatically: a failed write is skipped (after the questions the
+  clinician can answer). When its outcome is unknown (a timeout, a connection lost mid-call)
+  the message says the record may or may not have been changed and to check the chart; a
+  retry could write twice.
 - Every message produced here is pre-formatted, clinician-safe text.
 """
 
@@ -20,6 +24,7 @@ from appliance.agent.nodes.router import Limits, task_status
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
+from mcp_servers.contracts import WRITE_TOOLS
 
 SCHEMA = RetryStrategy
 TEMPERATURE = 0.0
@@ -55,6 +60,12 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
         return ErrorDecision("ask_user", "the drug name is ambiguous", f"The drug name is ambiguous: {last.raw_error or 'please give the full name'}.")
     if etype == "rejected_by_user":
         return ErrorDecision("skip", "the clinician rejected the write", last.error)
+    if etype == "permanent_failure":
+        return ErrorDecision("skip", "a permanent fault: retrying cannot help", last.error)
+    if last is not None and last.tool_name in WRITE_TOOLS:
+        if last.outcome_unknown:
+            return ErrorDecision("skip", f"a write's outcome is unknown ({etype}): never retried", last.error)
+        return ErrorDecision("skip", f"a failed write ({etype}) is never retried automatically", last.error)
     if state.step_count >= limits.max_steps:
         return ErrorDecision("skip", f"step limit reached ({state.step_count}/{limits.max_steps})",
                              f"Unable to complete the {label} within this request.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.nodes.common import conversation, shortenable, token_budget
 from appliance.agent.schemas import ResultAssessment
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
@@ -28,7 +28,8 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         f"Source: {last.tool_label}\nResult:\n{last.error or last.formatted_result}"
     )
     out = model.generate_constrained(
-        Node.RESULT_CLASSIFY, conversation(SYSTEM_PROMPT, user), SCHEMA,
+        Node.RESULT_CLASSIFY,
+        conversation(SYSTEM_PROMPT, user, results=shortenable([last])), SCHEMA,
         temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
     )
     update = {"last_result_classification": out.quality, "last_result_summary": out.brief_summary}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import threading
 
+from appliance.agent.nodes.common import shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.nodes.tool_execute import not_in_database_message
 from appliance.agent.state import AgentState, Node
@@ -160,7 +161,7 @@ def run(
     messages = [Message("system", SYSTEM_PROMPT)]
     for role, text in state.conversation_history:
         messages.append(Message("user" if role == "user" else "assistant", text))
-    messages.append(Message("user", user_message(state)))
+    messages.append(Message("user", user_message(state), shortenable=shortenable(state.tool_results)))
     stream = ScrubbedStream(on_token) if on_token else None
     try:
         text = model.generate_free(
@@ -209,10 +210,12 @@ _SAYS_UNCHANGED = re.compile(r"\b(not changed|nothing was (written|saved|changed
 
 
 def record_unchanged(state: AgentState) -> bool:
-    """The clinician asked to change the record and no write went through this turn."""
+    """The clinician asked to change the record and no write went through this turn (a write
+    whose outcome is unknown may have: its own message says so, and nothing here contradicts it)."""
     if not write_requests(state.user_query):
         return False
-    return not any(r.tool_name in WRITE_TOOLS and r.error_type is None for r in state.tool_results)
+    return not any(r.tool_name in WRITE_TOOLS and (r.error_type is None or r.outcome_unknown)
+                   for r in state.tool_results)
 
 
 # -- the answer guard: a base model may echo its instructions or ignore what was found ------

@@ -15,11 +15,18 @@ Invariants:
   clinician's own words, in this message or the recent exchanges: a value the model filled in
   counts as missing and the clinician is asked; a drug may be the generic name of one they
   named ("Tylenol" written, acetaminophen prescribed). Values the clinician edits in the
-  approval dialog are theirs by definition.
+  approval dialog are theirs by definition. The drug of a prescription must also be a drug
+  name the recogniser knows (``appliance.agent.drugs``: bundled dictionary, overlay, the
+  servers' vocabularies): a word such as "mild" the clinician said is asked about, not
+  prescribed. The record refuses a drug that is the patient's own name (``ehr_db``).
 - Results carry clinical labels; errors become pre-formatted clinician-safe text before any
   model sees them (docs/design.md §10). The raw text is kept only for the trace; from a drug
   the database does not hold, code reads only the names it gives (``contracts.drugs_not_found``)
   and repeats the tool's caveat from the contract.
+- Each approved write carries an idempotency key made here (a fresh uuid4 per approval, never
+  the model's), which the record enforces. A write whose outcome is unknown (a timeout, a
+  connection lost mid-call, an unreadable answer) says the record may or may not have been
+  changed, and is never retried (``error_handler``).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -48,6 +56,8 @@ ERROR_TEMPLATES = {
     "rate_limit": "The {tool_label} is temporarily busy. The system will retry automatically.",
     "server_error": "The {tool_label} experienced a temporary error. The system will retry automatically.",
     "service_unavailable": "The {tool_label} is currently unavailable.",
+    "permanent_failure": "The {tool_label} cannot be used until an administrator repairs its database; "
+                         "retrying will not help.",
     "invalid_response": "The {tool_label} returned a response that could not be read.",
     "rejected_by_user": "The clinician did not approve the {tool_label}; nothing was written.",
     "multiple_patient_matches": "Several patients match {entity} in the {tool_label}.",
@@ -62,7 +72,10 @@ GROUNDED_WRITE_FIELDS = {
 }
 _WORD_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _ID_WORD_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
-_ENTITY_KEYS = ("drug_name", "name", "patient_id", "query", "condition", "substance", "medication_name")
+# Failures the server itself reported: its write transaction rolled back, so nothing was written
+# (a timeout or lost connection leaves that unknown, so it is not claimed for them).
+SERVER_REFUSALS = frozenset({"permanent_failure", "server_error"})
+_ENTITY_KEYS = ("drug_name", "name", "patient_id", "query", "condition", "substance", "medication_name", "nct_id")
 MAX_FORMATTED_CHARS = 1500
 
 
@@ -198,6 +211,8 @@ def _error_result(tool: str, args: dict, error_type: str, raw: str | None, field
         message = not_in_database_message(tool, args, raw)
     if error_type == "rejected_by_user" and raw and raw.strip():
         message += f" Reason given: {raw.strip().rstrip('.')}."
+    if tool in WRITE_TOOLS and error_type in SERVER_REFUSALS:
+        message += " The record was not changed."
     invalid = error_type == "invalid_args"
     return ToolResult(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=args, result=None, formatted_result=message,
@@ -228,11 +243,12 @@ def grounded_patient_ids(state: AgentState) -> set[str]:
 def execute(
     tool: str, args: dict | None, tools: ToolBox, approver: Approver, deadline: float,
     grounded_ids: set[str] | None = None, said: str | None = None, drugs_named: tuple[str, ...] = (),
-    safety_gate: SafetyGate | None = None,
+    safety_gate: SafetyGate | None = None, known_drug: Callable[[str], bool] | None = None,
 ) -> ToolResult:
     """Run one tool call. ``grounded_ids`` and ``said`` (the clinician's words, with
     ``drugs_named``: the generics of the drugs they named) enable the grounding checks; without
-    them (direct calls from tests and tools) none is made. ``safety_gate`` checks a
+    them (direct calls from tests and tools) none is made. ``known_drug`` (the drug recogniser)
+    refuses a prescription whose drug is no drug name it knows ("mild", a person's name). ``safety_gate`` checks a
     prescription against the chart before the approver sees it (and again when the approver
     changed the drug); its report goes to the approver, the answer and the write."""
     args = args or {}
@@ -245,6 +261,9 @@ def execute(
         unsaid = ungrounded_fields(tool, clean, said, drugs_named)
         if unsaid:
             return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
+    if known_drug is not None and tool == PRESCRIBE and not known_drug(clean["medication_name"]):
+        return _error_result(tool, clean, "missing_required_args", "not a drug name the appliance knows",
+                             ["medication_name"])
     waited = None
     report = None
     if tool in WRITE_TOOLS:
@@ -270,8 +289,16 @@ def execute(
                                 report)
         waited = time.perf_counter() - asked
     started = time.perf_counter()
-    outcome: ToolOutcome = tools.call(tool, clean, deadline)
+    if tool in WRITE_TOOLS:  # one key per approved write: the record performs it at most once
+        outcome: ToolOutcome = tools.call(tool, clean, deadline, idempotency_key=str(uuid.uuid4()))
+    else:
+        outcome = tools.call(tool, clean, deadline)
     seconds = time.perf_counter() - started
+    if tool in WRITE_TOOLS and (outcome.uncertain or (outcome.ok and not _readable(outcome.result))):
+        raw = outcome.message if not outcome.ok else "result was not JSON-shaped"
+        result = _error_result(tool, clean, outcome.error_type or "invalid_response", raw, seconds=seconds)
+        return replace(result, error=unknown_write_message(tool), formatted_result=unknown_write_message(tool),
+                       outcome_unknown=True, approval_seconds=waited)
     if not outcome.ok:
         # The server names the rejected field first ("patient_id may hold only ..."); the
         # error handler asks the clinician about a patient ID the record refused.
@@ -288,6 +315,23 @@ def execute(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=clean, result=outcome.result,
         formatted_result=formatted, seconds=seconds, approval_seconds=waited,
     ), report)
+
+
+UNKNOWN_WRITE = ("The {tool_label} was sent but not confirmed: the record may or may not have been changed: "
+                 "check the chart before trying again.")
+
+
+def unknown_write_message(tool: str) -> str:
+    """What the clinician reads when a write's outcome is unknown (it is never retried)."""
+    return UNKNOWN_WRITE.format(tool_label=TOOL_LABELS[tool])
+
+
+def _readable(result) -> bool:
+    try:
+        json.dumps(result)
+        return isinstance(result, dict) or result is None
+    except (TypeError, ValueError):
+        return False
 
 
 PRESCRIBE = "prescribe_medication"
@@ -324,13 +368,14 @@ def image_result(state: AgentState, args: dict | None) -> ToolResult:
 
 
 def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float,
-        safety_gate: SafetyGate | None = None) -> tuple[dict, ToolResult]:
+        safety_gate: SafetyGate | None = None,
+        known_drug: Callable[[str], bool] | None = None) -> tuple[dict, ToolResult]:
     if state.current_tool == "analyze_medical_image":
         result = image_result(state, state.current_args)
     else:
         result = execute(state.current_tool, state.current_args, tools, approver, deadline,
                          grounded_patient_ids(state), clinician_text(state), state.extracted_entities.drugs_named,
-                         safety_gate)
+                         safety_gate, known_drug)
     update = {
         "tool_results": [result],
         "step_count": state.step_count + 1,

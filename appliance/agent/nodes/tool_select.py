@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from appliance.agent.dictation import instruction_text
-from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, token_budget
+from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable, token_budget
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
@@ -57,6 +57,7 @@ def results_context(state: AgentState) -> str:
     return "\n".join(lines)
 
 
+
 def entity_hints(state: AgentState) -> list[str]:
     """Deterministic hints (docs/design.md §4.3): regex/dictionary finds and unambiguous earlier results."""
     e = state.extracted_entities
@@ -80,7 +81,7 @@ def _stage1(state: AgentState, model: LanguageModel) -> str:
     if state.tool_results:
         parts.append("Results so far:\n" + results_context(state))
     out = model.generate_constrained(
-        Node.TOOL_SELECT, conversation(system, "\n\n".join(parts)), schema,
+        Node.TOOL_SELECT, conversation(system, "\n\n".join(parts), results=shortenable(state.tool_results)), schema,
         temperature=TEMPERATURE, max_tokens=STAGE1_MAX_TOKENS,
     )
     return out.tool_name
@@ -97,7 +98,9 @@ def _stage2(state: AgentState, model: LanguageModel, tool: str, failure: str | N
     if failure:
         parts.append(f"The previous arguments {failure}. Choose different arguments.")
     out = model.generate_constrained(
-        Node.TOOL_SELECT, conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history), schema,
+        Node.TOOL_SELECT,
+        conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history, results=shortenable(state.tool_results)),
+        schema,
         temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS, whole=tool in UNCUT_TOOLS),
     )
     return out.model_dump()

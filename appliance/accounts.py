@@ -1,0 +1,367 @@
+"""Clinician accounts: who may sign in to the clinic terminal and the line session, and whose
+name an EHR write carries.
+
+Invariants:
+- One SQLite file, ``accounts.sqlite`` in the data home (``common.locations``), created with
+  mode 0600 (SQLite gives its journal files the same mode); schema changes are named,
+  append-only migrations under the set ``accounts`` (``common.sqlite``).
+- Passwords are kept only as Argon2id hashes made by argon2-cffi's ``PasswordHasher`` with its
+  defaults; a hash made with older parameters is replaced at the next successful sign-in
+  (``check_needs_rehash``). No password is ever logged, stored in clear or put in a message.
+- Lock-out: after ``max_failures`` wrong passwords in a row an account is locked for
+  ``lockout_minutes``, recorded in the file, so every terminal and the line session honour
+  it; while locked the password is not even checked. A successful sign-in clears the count.
+- Every sign-in attempt and every change to an account is recorded in ``account_events``
+  (time, account name as typed, event); never a password.
+- Names are case-insensitive and unique; the stored spelling is the one EHR writes carry.
+- Reading whether accounts exist never creates the file: a machine with no accounts stays in
+  the no-account mode (writes attributed to the operator, README "Clinician sign-in").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from appliance.config import Settings
+from common import sqlite
+from common.errors import ApplianceError
+from common.locations import accounts_db_path
+from common.sqlite import Migration, write_transaction
+
+STORE = "accounts"
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+MIN_PASSWORD_CHARS = 8
+MAX_PASSWORD_CHARS = 1024
+MAX_DISPLAY_CHARS = 100
+MAX_ROLE_CHARS = 40
+WRONG = "Unknown clinician or wrong password."
+
+
+class AccountError(ApplianceError):
+    """An account could not be created, changed or read."""
+
+
+class SignInRefused(AccountError):
+    """A sign-in was refused (unknown name, wrong password, disabled or locked account)."""
+
+
+class AccountLocked(SignInRefused):
+    """The account is locked after too many wrong passwords."""
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    display_name: str | None
+    role: str | None
+    enabled: bool
+    created_at: str
+    last_sign_in_at: str | None
+    failed_attempts: int
+    locked_until: str | None
+
+    @property
+    def label(self) -> str:
+        """How the terminal names the clinician: 'Dr. Ada Okafor (aokafor)', or the name alone."""
+        return f"{self.display_name} ({self.name})" if self.display_name else self.name
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "display_name": self.display_name, "role": self.role,
+                "enabled": self.enabled, "created_at": self.created_at,
+                "last_sign_in_at": self.last_sign_in_at, "locked_until": self.locked_until}
+
+
+# -- migrations ------------------------------------------------------------------------------
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_accounts(db: Database) -> None:
+    db.execute("""
+        CREATE TABLE accounts (
+            name TEXT PRIMARY KEY COLLATE NOCASE,
+            display_name TEXT,
+            role TEXT,
+            password_hash TEXT NOT NULL,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            failed_attempts INTEGER NOT NULL DEFAULT 0,
+            locked_until TEXT,
+            created_at TEXT NOT NULL,
+            password_changed_at TEXT NOT NULL,
+            last_sign_in_at TEXT
+        )""")
+    db.execute("""
+        CREATE TABLE account_events (
+            id INTEGER PRIMARY KEY,
+            at TEXT NOT NULL,
+            name TEXT NOT NULL,
+            event TEXT NOT NULL
+        )""")
+
+
+# -- validation ------------------------------------------------------------------------------
+def check_name(name: str) -> str:
+    name = (name or "").strip()
+    if not NAME_PATTERN.fullmatch(name):
+        raise AccountError("an account name is 1-64 letters, digits, '.', '_', '@' or '-', "
+                           "starting with a letter or digit")
+    return name
+
+
+def check_password(password: str) -> str:
+    if len(password) < MIN_PASSWORD_CHARS:
+        raise AccountError(f"a password needs at least {MIN_PASSWORD_CHARS} characters")
+    if len(password) > MAX_PASSWORD_CHARS or any(c in password for c in "\r\n\x00"):
+        raise AccountError(f"a password is one line of at most {MAX_PASSWORD_CHARS} characters")
+    return password
+
+
+def _optional_text(what: str, value: str | None, limit: int) -> str | None:
+    value = " ".join((value or "").split())
+    if not value:
+        return None
+    if len(value) > limit or not value.isprintable():
+        raise AccountError(f"the {what} is at most {limit} printable characters")
+    return value
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat()
+
+
+# -- the store -------------------------------------------------------------------------------
+class AccountStore:
+    """Clinician accounts in one SQLite file (one short connection per call)."""
+
+    def __init__(self, path: Path | str | None = None, *, max_failures: int = 5, lockout_minutes: float = 15.0,
+                 clock: Callable[[], datetime] = _utc_now, hasher=None):
+        self.path = Path(path) if path is not None else accounts_db_path()
+        self.max_failures = max(1, int(max_failures))
+        self.lockout = timedelta(minutes=lockout_minutes)
+        self._clock = clock
+        self._hasher = hasher  # argon2.PasswordHasher; made on first use (tests pass a cheap one)
+        self._migrated = False
+        self._dummy: str | None = None  # a hash to check unknown names against
+
+    @classmethod
+    def from_settings(cls, settings: Settings, path: Path | str | None = None) -> "AccountStore":
+        return cls(path, max_failures=settings.sign_in_max_failures,
+                   lockout_minutes=settings.sign_in_lockout_minutes)
+
+    @property
+    def hasher(self):
+        if self._hasher is None:
+            from argon2 import PasswordHasher
+
+            self._hasher = PasswordHasher()
+        return self._hasher
+
+    # -- files ---------------------------------------------------------------------------
+    def _create_file(self) -> None:
+        """The file exists, owner-only, before SQLite opens it (its journals copy the mode)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            os.chmod(self.path, 0o600)
+        except OSError as exc:
+            raise AccountError(f"cannot create {self.path.name}: {exc.strerror}") from None
+
+    @contextmanager
+    def _db(self, *, read_only: bool = False) -> Iterator[Database]:
+        if not read_only:
+            self._create_file()
+        try:
+            db = sqlite.connect(self.path, read_only=read_only)
+        except sqlite3.Error as exc:
+            raise AccountError(f"cannot open the account database ({type(exc).__name__})") from None
+        try:
+            if not read_only and not self._migrated:
+                sqlite.migrate(db, STORE, MIGRATIONS)
+                self._migrated = True
+            yield db
+        except sqlite3.Error as exc:
+            raise AccountError(f"the account database failed ({type(exc).__name__})") from None
+        finally:
+            db.close()
+
+    def exists(self) -> bool:
+        """Whether any account (enabled or not) exists: then signing in is required."""
+        if not self.path.exists():
+            return False
+        with self._db(read_only=True) as db:
+            if "accounts" not in db.table_names():
+                return False
+            return db.execute("SELECT count(*) FROM accounts").fetchone()[0] > 0
+
+    # -- reading -------------------------------------------------------------------------
+    @staticmethod
+    def _account(row: sqlite3.Row | tuple) -> Account:
+        name, display, role, enabled, created, last, failed, locked = row
+        return Account(name, display, role, bool(enabled), created, last, failed, locked)
+
+    _COLUMNS = "name, display_name, role, enabled, created_at, last_sign_in_at, failed_attempts, locked_until"
+
+    def get(self, name: str) -> Account | None:
+        if not self.path.exists():
+            return None
+        with self._db() as db:
+            row = db.execute(f"SELECT {self._COLUMNS} FROM accounts WHERE name = ?", [name.strip()]).fetchone()
+        return self._account(row) if row else None
+
+    def list(self) -> list[Account]:
+        if not self.path.exists():
+            return []
+        with self._db() as db:
+            rows = db.execute(f"SELECT {self._COLUMNS} FROM accounts ORDER BY name").fetchall()
+        return [self._account(r) for r in rows]
+
+    def _require(self, db: Database, name: str) -> str:
+        row = db.execute("SELECT name FROM accounts WHERE name = ?", [name.strip()]).fetchone()
+        if row is None:
+            raise AccountError(f"no account named {name.strip()!r}")
+        return row[0]
+
+    def _event(self, db: Database, name: str, event: str) -> None:
+        db.execute("INSERT INTO account_events (at, name, event) VALUES (?, ?, ?)",
+                   [_iso(self._clock()), name[:64], event])
+
+    # -- administration ------------------------------------------------------------------
+    def add(self, name: str, password: str, display_name: str | None = None, role: str | None = None) -> Account:
+        name = check_name(name)
+        display = _optional_text("display name", display_name, MAX_DISPLAY_CHARS)
+        role = _optional_text("role", role, MAX_ROLE_CHARS)
+        hashed = self.hasher.hash(check_password(password))
+        now = _iso(self._clock())
+        with self._db() as db, write_transaction(db):
+            if db.execute("SELECT 1 FROM accounts WHERE name = ?", [name]).fetchone():
+                raise AccountError(f"an account named {name!r} already exists")
+            db.execute("INSERT INTO accounts (name, display_name, role, password_hash, created_at, "
+                       "password_changed_at) VALUES (?, ?, ?, ?, ?, ?)", [name, display, role, hashed, now, now])
+            self._event(db, name, "added")
+        return self.get(name)
+
+    def set_enabled(self, name: str, enabled: bool) -> Account:
+        with self._db() as db, write_transaction(db):
+            stored = self._require(db, name)
+            db.execute("UPDATE accounts SET enabled = ? WHERE name = ?", [int(enabled), stored])
+            self._event(db, stored, "enabled" if enabled else "disabled")
+        return self.get(stored)
+
+    def set_password(self, name: str, password: str) -> Account:
+        """A new password; it also lifts a lock-out."""
+        hashed = self.hasher.hash(check_password(password))
+        with self._db() as db, write_transaction(db):
+            stored = self._require(db, name)
+            db.execute("UPDATE accounts SET password_hash = ?, password_changed_at = ?, failed_attempts = 0, "
+                       "locked_until = NULL WHERE name = ?", [hashed, _iso(self._clock()), stored])
+            self._event(db, stored, "password_set")
+        return self.get(stored)
+
+    # -- signing in ----------------------------------------------------------------------
+    def verify(self, name: str, password: str) -> Account:
+        """The account, when ``name`` and ``password`` sign in; otherwise ``SignInRefused``."""
+        from argon2.exceptions import InvalidHashError, VerificationError
+
+        typed = " ".join((name or "").split())[:64]
+        if not typed or not self.exists():
+            raise SignInRefused(WRONG)
+        with self._db() as db:
+            row = db.execute("SELECT name, password_hash, enabled, locked_until FROM accounts WHERE name = ?",
+                             [typed]).fetchone()
+        if row is None:
+            self._dummy_verify(password)  # about the same time as a real check: names are not probed by timing
+            self._record("(unknown)", "sign_in_unknown")  # not what was typed: it may be a password
+            raise SignInRefused(WRONG)
+        stored, hashed, enabled, locked_until = row
+        self._refuse_if_locked(stored, locked_until)
+        if not enabled:
+            self._record(stored, "sign_in_disabled")
+            raise SignInRefused(f"The account {stored} is disabled.")
+        try:
+            self.hasher.verify(hashed, password)
+        except (VerificationError, InvalidHashError):
+            self._failed(stored)
+        return self._succeeded(stored, password, hashed)
+
+    def _refuse_if_locked(self, name: str, locked_until: str | None) -> None:
+        if locked_until and datetime.fromisoformat(locked_until) > self._clock():
+            self._record(name, "sign_in_locked")
+            raise AccountLocked(self._locked_message(name, locked_until))
+
+    def _locked_message(self, name: str, locked_until: str) -> str:
+        left = datetime.fromisoformat(locked_until) - self._clock()
+        minutes = max(1, int(-(-left.total_seconds() // 60)))
+        return (f"The account {name} is locked after {self.max_failures} wrong passwords; "
+                f"try again in {minutes} minute{'s' if minutes != 1 else ''}.")
+
+    def _failed(self, name: str) -> None:
+        with self._db() as db, write_transaction(db):
+            db.execute("UPDATE accounts SET failed_attempts = failed_attempts + 1 WHERE name = ?", [name])
+            failed = db.execute("SELECT failed_attempts FROM accounts WHERE name = ?", [name]).fetchone()[0]
+            if failed < self.max_failures:
+                self._event(db, name, "sign_in_failed")
+                locked_until = None
+            else:
+                locked_until = _iso(self._clock() + self.lockout)
+                db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = ? WHERE name = ?",
+                           [locked_until, name])
+                self._event(db, name, "locked_out")
+        if locked_until:
+            raise AccountLocked(self._locked_message(name, locked_until))
+        raise SignInRefused(WRONG)
+
+    def _succeeded(self, name: str, password: str, hashed: str) -> Account:
+        rehashed = self.hasher.hash(password) if self.hasher.check_needs_rehash(hashed) else None
+        with self._db() as db, write_transaction(db):
+            locked_until = db.execute("SELECT locked_until FROM accounts WHERE name = ?", [name]).fetchone()[0]
+            if locked_until and datetime.fromisoformat(locked_until) > self._clock():  # locked meanwhile
+                raise AccountLocked(self._locked_message(name, locked_until))
+            db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = NULL, last_sign_in_at = ? "
+                       "WHERE name = ?", [_iso(self._clock()), name])
+            if rehashed:
+                db.execute("UPDATE accounts SET password_hash = ? WHERE name = ?", [rehashed, name])
+            self._event(db, name, "signed_in" + (" (rehashed)" if rehashed else ""))
+        return self.get(name)
+
+    def _record(self, name: str, event: str) -> None:
+        with self._db() as db, write_transaction(db):
+            self._event(db, name, event)
+
+    def _dummy_verify(self, password: str) -> None:
+        from argon2.exceptions import VerificationError
+
+        try:
+            self.hasher.verify(self._dummy_hash(), password)
+        except VerificationError:
+            pass
+
+    def _dummy_hash(self) -> str:
+        if self._dummy is None:
+            self._dummy = self.hasher.hash("not a password of anyone's")
+        return self._dummy
+
+    def events(self, limit: int = 100) -> list[tuple[str, str, str]]:
+        """The latest account events, newest first: (time, name, event)."""
+        if not self.path.exists():
+            return []
+        with self._db() as db:
+            return [tuple(r) for r in db.execute(
+                "SELECT at, name, event FROM account_events ORDER BY id DESC LIMIT ?", [limit]).fetchall()]

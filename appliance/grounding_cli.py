@@ -1,0 +1,169 @@
+"""`appliance ground TEXT` and `appliance eval grounding` (appliance.grounding, seed 000).
+
+Invariants:
+- Arguments are checked before the model loads; failures are ``ApplianceError``s, which
+  ``appliance.cli`` prints as one line on stderr with exit 2.
+- Results go to stdout only at the end; the progress bar goes to stderr, and only when stderr
+  is a terminal.
+- ``--script FILE`` replaces the model with the scripted one (JSON keyed by
+  ``GROUNDING_EXTRACT`` / ``GROUNDING_EVALUATE``), as ``ask --script`` does for the agent.
+- Searches run in process on the data home's UMLS database by default; ``--via-mcp`` sends
+  them to the UMLS server through the agent's MCP client instead.
+- The grounding package is imported only when one of these commands runs, so the rest of the
+  command line starts without it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+from appliance.errors import ApplianceError, ScriptError
+
+
+def _model(args):
+    if getattr(args, "script", None):
+        from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
+        from appliance.llm.fake import ScriptedModel
+
+        try:
+            data = json.loads(Path(args.script).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ScriptError(f"cannot read script {args.script}: {exc.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ScriptError(f"script {args.script} is not JSON") from None
+        known = {NODE_EXTRACT, NODE_EVALUATE}
+        if not isinstance(data, dict) or not set(data) <= known:
+            raise ScriptError(f"script {args.script} must be an object keyed by {', '.join(sorted(known))}")
+        return ScriptedModel(data)
+    from appliance.config import Settings
+    from appliance.runtime import load_model
+
+    settings = Settings()
+    if getattr(args, "model", None):
+        settings = settings.model_copy(update={"model": args.model})
+    return load_model(settings)
+
+
+def _search(args, stack: ExitStack):
+    if getattr(args, "via_mcp", False):
+        from appliance.grounding.search import MCPSearch
+        from appliance.tools.mcp_client import MCPToolBox
+
+        return MCPSearch(stack.enter_context(MCPToolBox()))
+    from appliance.grounding.search import InProcessSearch
+    from common.locations import umls_db_path
+
+    return stack.enter_context(InProcessSearch(umls_db_path()))
+
+
+def format_entities(result: dict) -> str:
+    lines = []
+    for e in result["entities"]:
+        where = f"[{e['span'][0]}, {e['span'][1]})"
+        head = f"{e['text']} {where} {e['type']}: {e['method']} {e['confidence']:.2f} ({e['band']})"
+        if e["cui"]:
+            snomed = f", SNOMED CT {e['snomed_code']}" if e["snomed_code"] else ""
+            kind = f", {e['semantic_type']}" if e["semantic_type"] else ""
+            lines.append(f"{head}  {e['cui']}{snomed}  {e['preferred_name']}{kind}")
+        else:
+            lines.append(f"{head}  needs review: {e['review_reason']}")
+    s = result["stats"]
+    m = s["methods"]
+    lines.append(f"{s['entities']} entities: {m['exact']} exact, {m['model_selected']} model_selected, "
+                 f"{m['expert_review']} expert_review; {s['model_calls']} model calls "
+                 f"({s['evaluate_calls_saved']} evaluations saved by exact matches), {s['search_calls']} searches, "
+                 f"{s['dropped_entities']} dropped (not in the text), {s['rejected_codes']} rejected codes; "
+                 f"{s['seconds']:.1f} s")
+    return "\n".join(lines)
+
+
+def cmd_ground(args) -> int:
+    from appliance.grounding.loop import MAX_TEXT_CHARS, ground
+
+    if not args.text.strip():
+        raise ApplianceError("nothing to ground: the text is empty")
+    if len(args.text) > MAX_TEXT_CHARS:
+        raise ApplianceError(f"the text is longer than {MAX_TEXT_CHARS} characters; ground it in parts")
+    model = _model(args)
+    with ExitStack() as stack:
+        result = ground(args.text, model, _search(args, stack)).to_json()
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else format_entities(result))
+    return 0
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return None, lambda: None
+
+    def show(done: int, total: int, seconds: float) -> None:
+        filled = int(24 * done / total) if total else 24
+        sys.stderr.write(f"\rgrounding [{'#' * filled}{'.' * (24 - filled)}] {done}/{total}  "
+                         f"{seconds / done:.1f} s per criterion\x1b[K")
+        sys.stderr.flush()
+
+    return show, lambda: (sys.stderr.write("\n"), sys.stderr.flush())
+
+
+def cmd_eval_grounding(args) -> int:
+    from appliance.grounding.evaluation import (
+        DEFAULT_DATA, distinct_criteria, format_metrics, metrics_from_run, new_run_dir, run_grounding_eval,
+    )
+
+    if args.recompute:
+        run_dir = Path(args.recompute)
+        if not (run_dir / "rows.jsonl").is_file() or not (run_dir / "config.json").is_file():
+            raise ApplianceError(f"{run_dir} is not a grounding run directory (config.json, rows.jsonl)")
+        metrics = metrics_from_run(run_dir)
+    else:
+        if args.limit is not None and args.limit < 1:
+            raise ApplianceError("--limit must be at least 1")
+        data = Path(args.data) if args.data else DEFAULT_DATA
+        distinct_criteria(data)  # refuses a missing or malformed file before the model loads
+        if args.exact_phrases:
+            from appliance.grounding.evaluation import run_exact_phrase_baseline
+            from common.locations import umls_db_path
+
+            metrics = run_exact_phrase_baseline(umls_db_path(), new_run_dir(Path(args.out) if args.out else None),
+                                                data=data, limit=args.limit)
+            print(json.dumps(metrics, indent=2) if args.json else format_metrics(metrics))
+            return 0
+        model = _model(args)
+        show, done = _progress()
+        with ExitStack() as stack:
+            search = _search(args, stack)
+            run_dir = new_run_dir(Path(args.out) if args.out else None)
+            try:
+                metrics = run_grounding_eval(model, search, run_dir, data=data, limit=args.limit, progress=show)
+            finally:
+                if show:
+                    done()
+    print(json.dumps(metrics, indent=2) if args.json else format_metrics(metrics))
+    return 0
+
+
+def _common(p) -> None:
+    p.add_argument("--model", help="model profile (default: gemma3-270m)")
+    p.add_argument("--script", help="JSON file of scripted outputs keyed by grounding node (instead of the model)")
+    p.add_argument("--via-mcp", action="store_true", help="search through the UMLS MCP server, not in process")
+    p.add_argument("--json", action="store_true")
+
+
+def register(sub, eval_sub) -> None:
+    """Add `ground` to the top-level commands and `grounding` to `appliance eval`."""
+    gr = sub.add_parser("ground", help="ground clinical or criterion text to UMLS concepts (CUI + SNOMED CT)")
+    gr.add_argument("text", help="the criterion or clinical text")
+    _common(gr)
+    gr.set_defaults(func=cmd_ground)
+
+    ev = eval_sub.add_parser("grounding", help="grounding figures on TrialGPT's distinct criterion texts")
+    ev.add_argument("--data", help="criterion_annotations_dev.json (default: ../shared/data/trialgpt/)")
+    ev.add_argument("--limit", type=int, help="only the first N distinct criteria")
+    ev.add_argument("--out", help="folder for the run directory (default: runs/ in the data home)")
+    ev.add_argument("--recompute", metavar="RUN_DIR", help="recompute the metrics of an earlier run from its files")
+    ev.add_argument("--exact-phrases", action="store_true",
+                    help="no model: count the criteria's exact concept phrases (the fast path's reach)")
+    _common(ev)
+    ev.set_defaults(func=cmd_eval_grounding)

@@ -1,0 +1,224 @@
+"""The prescreen pipeline: chart -> key facts -> trial search -> details -> one judgement per
+criterion -> a verdict per trial -> ranked trials, each explained.
+
+Invariants:
+- Every tool call goes through the ``ToolBox`` (the same MCP servers the agent uses); the
+  calls are bounded: one chart read, at most ``max_searches`` searches, at most ``max_trials``
+  detail reads. The model is called once per search proposal and once per criterion.
+- The age and sex a trial takes are checked by code against the chart (``judged_by: code``);
+  every other criterion is judged by the model, one at a time (``evaluate.evaluate_criterion``).
+- The verdicts are ``aggregate``'s rules, never the model's; the result shows the patient facts
+  used, every search made and why it stopped, and every criterion with its citations.
+- Expected failures are ``PrescreenError``s with a clinician-safe message: an unknown patient is
+  ``PrescreenPatientNotFound`` (the CLI's exit 2). A cancelled run raises ``GenerationCancelled``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from appliance.errors import ApplianceError, GenerationCancelled
+from appliance.llm.base import LanguageModel
+from appliance.prescreen.aggregate import CriterionJudgement, TrialVerdict, aggregate, rank_key
+from appliance.prescreen.evaluate import evaluate_criterion
+from appliance.prescreen.facts import PatientFacts, build_facts
+from appliance.prescreen.search import MAX_SEARCHES, SearchOutcome, find_candidates
+from appliance.tools.base import ToolBox
+from common.patient_ids import is_patient_id
+from mcp_servers.trial_criteria import age_range_text, age_years, trial_sex
+
+DEFAULT_MAX_TRIALS = 5
+MAX_TRIALS_LIMIT = 20
+Progress = Callable[[str], None] | None
+DISCLAIMER = ("Automated prescreen against the chart, not an eligibility decision: confirm every criterion "
+              "with the full record and the trial team.")
+
+
+class PrescreenError(ApplianceError):
+    """The prescreen could not run (its message is safe to show)."""
+
+
+class PrescreenPatientNotFound(PrescreenError):
+    """The record holds no patient with that ID."""
+
+
+@dataclass
+class TrialResult:
+    nct_id: str
+    title: str
+    status: str | None
+    verdict: TrialVerdict
+    judgements: list[CriterionJudgement]
+    search_rank: int
+    url: str | None = None
+    demo_record: bool = False
+    details_error: str | None = None
+
+    def to_json(self, rank: int) -> dict:
+        return {
+            "rank": rank, "nct_id": self.nct_id, "title": self.title, "status": self.status,
+            "verdict": self.verdict.verdict, "explanation": self.verdict.explanation,
+            "questions": list(self.verdict.questions), "unknown_count": len(self.verdict.unknown),
+            "demo_record": self.demo_record, "details_error": self.details_error,
+            "criteria": [j.to_json() for j in self.judgements],
+        }
+
+
+@dataclass
+class PrescreenResult:
+    facts: PatientFacts
+    trials: list[TrialResult]
+    search: SearchOutcome
+    condition: str | None
+    stats: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "patient_facts": self.facts.to_json(),
+            "trials": [t.to_json(i + 1) for i, t in enumerate(self.trials)],
+            "search": self.search.to_json(), "condition": self.condition, "stats": self.stats,
+            "disclaimer": DISCLAIMER,
+        }
+
+
+def _call(tools: ToolBox, tool: str, args: dict, deadline: float):
+    return tools.call(tool, args, deadline)
+
+
+def read_facts(tools: ToolBox, patient_id: str, deadline: float = 10.0) -> PatientFacts:
+    """The patient's chart as key facts; an unknown or malformed ID is a ``PrescreenError``."""
+    pid = patient_id.strip()
+    if not is_patient_id(pid):
+        raise PrescreenError(f"'{patient_id}' is not a patient ID (letters, digits, '-' and '.' only)")
+    outcome = _call(tools, "get_patient_chart", {"patient_id": pid}, deadline)
+    if outcome.error_type == "patient_not_found":
+        raise PrescreenPatientNotFound(f"no patient with ID {pid} in the health record")
+    if not outcome.ok:
+        raise PrescreenError(f"the patient's chart could not be read ({outcome.error_type}: "
+                             f"{outcome.message or 'no detail'})")
+    return build_facts(outcome.result or {})
+
+
+def code_criteria(facts: PatientFacts, details: dict) -> list[CriterionJudgement]:
+    """The trial's age range and sex, checked by code against the chart."""
+    out: list[CriterionJudgement] = []
+    minimum, maximum = details.get("minimum_age"), details.get("maximum_age")
+    lo, hi = age_years(minimum), age_years(maximum)
+    if lo is not None or hi is not None:
+        text = f"Age {age_range_text(minimum, maximum)}"
+        if facts.age is None:
+            out.append(CriterionJudgement(text, "inclusion", "unknown", None, ("D1",), "The chart has no age.", "code"))
+        else:
+            # The patient is somewhere in [age, age + 1) years: in range when the spans overlap.
+            ok = (lo is None or lo < facts.age + 1) and (hi is None or hi >= facts.age)
+            out.append(CriterionJudgement(text, "inclusion", "passes" if ok else "fails", None, ("D1",),
+                                          f"The patient is {facts.age} years old.", "code"))
+    sex = trial_sex(details.get("sex"))
+    if sex in ("FEMALE", "MALE"):
+        text = f"Sex: {sex.lower()} participants only"
+        if facts.sex not in ("female", "male"):
+            out.append(CriterionJudgement(text, "inclusion", "unknown", None, ("D2",),
+                                          "The chart does not record the patient's sex as female or male.", "code"))
+        else:
+            ok = facts.sex == sex.lower()
+            out.append(CriterionJudgement(text, "inclusion", "passes" if ok else "fails", None, ("D2",),
+                                          f"The patient is {facts.sex}.", "code"))
+    return out
+
+
+def run_prescreen(
+    model: LanguageModel, tools: ToolBox, patient_id: str, *, condition: str | None = None,
+    max_trials: int = DEFAULT_MAX_TRIALS, max_searches: int = MAX_SEARCHES, status: str = "recruiting",
+    deadline: float = 10.0, progress: Progress = None, cancel: threading.Event | None = None,
+) -> PrescreenResult:
+    """Prescreen one patient (see the module docstring)."""
+    if not 1 <= max_trials <= MAX_TRIALS_LIMIT:
+        raise PrescreenError(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
+    say = progress or (lambda _m: None)
+    started = time.perf_counter()
+    facts = read_facts(tools, patient_id, deadline)
+    say(f"chart read: {len(facts.facts)} facts")
+    condition = " ".join(condition.split()) if condition else None
+    search = find_candidates(model, tools, facts, condition=condition, max_trials=max_trials,
+                             max_searches=max_searches, status=status, deadline=deadline, cancel=cancel)
+    say(f"{len(search.calls)} searches, {len(search.candidates)} candidate trials ({search.stop_reason})")
+    results: list[TrialResult] = []
+    model_calls = search.proposals
+    for rank, candidate in enumerate(search.candidates):
+        _check(cancel)
+        outcome = _call(tools, "get_trial_details", {"nct_id": candidate.nct_id}, deadline)
+        summary = candidate.summary
+        if not outcome.ok:
+            verdict = aggregate([])
+            results.append(TrialResult(candidate.nct_id, summary.get("title", ""), summary.get("status"), verdict, [],
+                                       rank, demo_record=bool(summary.get("demo_record")),
+                                       details_error=outcome.error_type))
+            continue
+        details = outcome.result or {}
+        judgements = code_criteria(facts, details)
+        criteria = [("inclusion", c) for c in details.get("inclusion_criteria") or []]
+        criteria += [("exclusion", c) for c in details.get("exclusion_criteria") or []]
+        for i, (kind, text) in enumerate(criteria, 1):
+            say(f"{candidate.nct_id}: criterion {i} of {len(criteria)}")
+            _check(cancel)
+            judgements.append(evaluate_criterion(model, facts, text, kind, cancel=cancel))
+            model_calls += 1
+        results.append(TrialResult(candidate.nct_id, details.get("title") or summary.get("title", ""),
+                                   details.get("status"), aggregate(judgements), judgements, rank,
+                                   demo_record=bool(details.get("demo_record"))))
+    results.sort(key=lambda t: rank_key(t.verdict, t.search_rank))
+    stats = {"seconds": round(time.perf_counter() - started, 2), "model_calls": model_calls,
+             "tool_calls": 1 + len(search.calls) + len(search.candidates),
+             "criteria_judged": sum(len(t.judgements) for t in results)}
+    return PrescreenResult(facts, results, search, condition, stats)
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise GenerationCancelled("the prescreen was cancelled")
+
+
+# -- text output ------------------------------------------------------------------------------
+MARKS = {"passes": "+", "fails": "x", "unknown": "?"}
+
+
+def render_text(result: PrescreenResult, *, criteria: bool = True) -> str:
+    """The result for a clinician: the facts used, the ranked trials with their explanations,
+    the questions to resolve and (``criteria``) every criterion judged."""
+    f = result.facts
+    lines = [f"Prescreen for {f.name or f.patient_id} ({f.patient_id})"
+             + (" - synthetic demo record" if f.synthetic_demo_record else ""),
+             "", "Patient facts used:"]
+    lines += [f"  {fact.line()}" for fact in f.facts]
+    lines += [f"  (trimmed: {note})" for note in f.trimmed]
+    searched = "; ".join(f"'{c.args['condition']}' ({c.source}): {c.found if c.ok else c.error_type}"
+                         for c in result.search.calls) or "none"
+    lines += ["", f"Searches: {searched}. Stopped: {result.search.stop_reason}."]
+    if not result.trials:
+        lines += ["", "No candidate trials were found in the local trial cache."]
+    for i, t in enumerate(result.trials, 1):
+        lines += ["", f"{i}. {t.verdict.verdict.replace('_', ' ')}  {t.nct_id}  {t.title}"
+                  + (f" [{t.status}]" if t.status else "") + (" (demo record)" if t.demo_record else ""),
+                  f"   {t.verdict.explanation}"]
+        if t.details_error:
+            lines.append(f"   The trial's details could not be read ({t.details_error}).")
+        if t.verdict.questions:
+            lines.append("   To resolve:")
+            lines += [f"   - {q}" for q in t.verdict.questions]
+        if criteria:
+            for j in t.judgements:
+                exclusion = f" (condition {j.exclusion_condition})" if j.exclusion_condition else ""
+                cited = f" [{', '.join(j.cited)}]" if j.cited else ""
+                lines.append(f"   {MARKS[j.verdict]} {j.criterion_type}{exclusion}: {j.criterion}{cited}"
+                             + (f" - {j.reason}" if j.reason else "") + (f" ({j.note})" if j.note else ""))
+    stats = result.stats
+    lines += ["", f"{stats.get('criteria_judged', 0)} criteria judged, {stats.get('model_calls', 0)} model calls, "
+              f"{stats.get('tool_calls', 0)} tool calls, {stats.get('seconds', 0)} s.", DISCLAIMER]
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_MAX_TRIALS", "PrescreenError", "PrescreenPatientNotFound", "PrescreenResult", "TrialResult",
+           "code_criteria", "read_facts", "render_text", "run_prescreen"]

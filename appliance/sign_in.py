@@ -1,0 +1,102 @@
+"""Signing a clinician in from the command line: the line session, headless writes, and the
+passwords the ``appliance user`` commands read.
+
+Invariants:
+- A password is read with ``getpass`` on a terminal (never echoed), else as one line of
+  standard input (scripts, tests); never from the command line or the environment (the MCP
+  servers inherit the environment). It is passed to the account store and dropped.
+- Headless writes (``ask --approve-writes``) need a clinician: ``--clinician NAME`` or
+  ``$APPLIANCE_USER`` naming an enabled local account, and that account's password, so no
+  script writes in a clinician's name without it. The lock-out counts these attempts too.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from typing import TextIO
+
+from appliance.accounts import Account, AccountError, AccountStore, SignInRefused, check_password
+from appliance.config import Settings
+
+SIGN_IN_ATTEMPTS = 3  # prompts per line-session start on a terminal (the lock-out still counts each)
+
+
+class ClinicianRequired(AccountError):
+    """A write was asked for without a clinician who can sign in."""
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError):  # closed or replaced stream
+        return False
+
+
+def read_password(prompt: str = "Password: ", stdin: TextIO | None = None) -> str:
+    """One password: hidden on a terminal, else the next line of standard input."""
+    stdin = stdin if stdin is not None else sys.stdin
+    if _is_terminal(stdin):
+        return getpass.getpass(prompt)
+    line = stdin.readline() if stdin is not None else ""
+    if not line:
+        raise SignInRefused("no password was given on standard input")
+    return line.rstrip("\r\n")
+
+
+def read_new_password(stdin: TextIO | None = None) -> str:
+    """A new password: typed twice on a terminal, else one line of standard input; checked."""
+    stdin = stdin if stdin is not None else sys.stdin
+    if _is_terminal(stdin):
+        first = getpass.getpass("New password: ")
+        check_password(first)
+        if getpass.getpass("Type it again: ") != first:
+            raise AccountError("the two passwords differ; nothing was changed")
+        return first
+    line = stdin.readline() if stdin is not None else ""
+    if not line:
+        raise AccountError("no password was given on standard input")
+    return check_password(line.rstrip("\r\n"))
+
+
+def headless_clinician(settings: Settings, name: str | None, store: AccountStore | None = None,
+                       stdin: TextIO | None = None) -> Account:
+    """The clinician of a headless write run, signed in with their password, or
+    ``ClinicianRequired`` (nothing is built or written before this returns)."""
+    name = (name or os.environ.get("APPLIANCE_USER", "")).strip()
+    if not name:
+        raise ClinicianRequired("--approve-writes needs a clinician: pass --clinician NAME (or set APPLIANCE_USER) "
+                                "naming a local account, with its password on standard input")
+    store = store or AccountStore.from_settings(settings)
+    if not store.exists():
+        raise ClinicianRequired(f"--approve-writes needs a local clinician account, and this appliance has none: "
+                                f"create one with `appliance user add {name}`")
+    try:
+        return store.verify(name, read_password(f"Password for {name}: ", stdin))
+    except SignInRefused as exc:
+        raise ClinicianRequired(f"no write without a signed-in clinician: {exc}") from None
+
+
+def line_sign_in(store: AccountStore, stdin: TextIO | None = None, attempts: int = SIGN_IN_ATTEMPTS) -> Account:
+    """Ask for the clinician's name and password (the line session's start). On a terminal up to
+    ``attempts`` tries; from a script one. Raises ``SignInRefused`` when no one signed in."""
+    stdin = stdin if stdin is not None else sys.stdin
+    tries = attempts if _is_terminal(stdin) else 1
+    problem = "no clinician signed in"
+    print("Offline clinical assistant: sign in with your clinician account.", flush=True)
+    for _ in range(tries):
+        print("Clinician: ", end="", flush=True)
+        line = stdin.readline() if stdin is not None else ""
+        if not line:
+            print()
+            break
+        name = line.strip()
+        if not name:
+            continue
+        try:
+            return store.verify(name, read_password("Password: ", stdin))
+        except SignInRefused as exc:  # a wrong password, a disabled or locked account
+            problem = str(exc)
+            print(problem, flush=True)
+    raise SignInRefused(f"the session needs a signed-in clinician: {problem}")

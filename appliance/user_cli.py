@@ -1,0 +1,84 @@
+"""``appliance user add|list|disable|enable|passwd``: the clinician accounts (``appliance.accounts``).
+
+Invariants:
+- A password is never an argument: ``add`` and ``passwd`` read it from the terminal (typed
+  twice, hidden) or as one line of standard input (``appliance.sign_in``).
+- Whoever runs these commands can already read the data home, so they need no password; the
+  accounts file is the operator's (mode 0600).
+- Output names accounts, never passwords or hashes; failures are ``ApplianceError``s, which
+  ``appliance.cli`` prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from appliance.config import Settings
+
+
+def _store():
+    from appliance.accounts import AccountStore
+
+    return AccountStore.from_settings(Settings())
+
+
+def cmd_add(args) -> int:
+    from appliance.sign_in import read_new_password
+
+    account = _store().add(args.name, read_new_password(), display_name=args.display_name, role=args.role)
+    print(f"account {account.label} added")
+    return 0
+
+
+def cmd_list(args) -> int:
+    accounts = _store().list()
+    if args.json:
+        print(json.dumps([a.to_json() for a in accounts], indent=2))
+        return 0
+    if not accounts:
+        print("no clinician accounts (the terminal attributes writes to the operator); "
+              "`appliance user add NAME` creates one")
+        return 0
+    for a in accounts:
+        state = "enabled" if a.enabled else "DISABLED"
+        if a.locked_until:
+            state += f", locked until {a.locked_until}"
+        extra = f", {a.role}" if a.role else ""
+        print(f"{a.label}{extra}: {state}; last sign-in {a.last_sign_in_at or 'never'}")
+    return 0
+
+
+def cmd_enable(args) -> int:
+    account = _store().set_enabled(args.name, args.enable)
+    print(f"account {account.name} {'enabled' if account.enabled else 'disabled'}")
+    return 0
+
+
+def cmd_passwd(args) -> int:
+    from appliance.sign_in import read_new_password
+
+    account = _store().set_password(args.name, read_new_password())
+    print(f"password of {account.name} changed (any lock-out lifted)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``user`` command to the CLI's subcommands."""
+    user = sub.add_parser("user", help="clinician accounts for sign-in (passwords from the terminal or stdin)")
+    usub = user.add_subparsers(dest="action", required=True)
+    add = usub.add_parser("add", help="add a clinician account (password typed twice, or one line of stdin)")
+    add.add_argument("name", help="account name: letters, digits, '.', '_', '@', '-' (recorded on EHR writes)")
+    add.add_argument("--display-name", help="the name shown in the terminal, e.g. 'Dr. Ada Okafor'")
+    add.add_argument("--role", help="free text, e.g. physician or nurse (shown, not enforced)")
+    add.set_defaults(func=cmd_add)
+    ls = usub.add_parser("list", help="list the accounts")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_list)
+    for action, enable in (("disable", False), ("enable", True)):
+        p = usub.add_parser(action, help=f"{action} an account (it is kept, with its history)")
+        p.add_argument("name")
+        p.set_defaults(func=cmd_enable, enable=enable)
+    pw = usub.add_parser("passwd", help="set a new password (also lifts a lock-out)")
+    pw.add_argument("name")
+    pw.set_defaults(func=cmd_passwd)

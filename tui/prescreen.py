@@ -1,0 +1,100 @@
+"""Trial prescreen of the open patient (F6, or "Prescreen" in the command palette).
+
+A mixin of ``ClinicApp``: the action runs on the UI thread and starts the prescreen as a turn
+(``appliance.prescreen.run``) in a thread worker that only posts messages; the result arrives as
+an ordinary ``TurnFinished``, so it is shown as the assistant's message, saved with the session
+and kept as context for follow-up questions, and Escape cancels it like any answer.
+
+Invariants:
+- Only for the open patient, only when no other turn runs (llama.cpp serves one caller), and
+  only once the model and the clinical data services are up; otherwise a notice says why.
+- The worker never touches widgets; progress ("NCT01234567: criterion 3 of 12") comes as
+  ``PrescreenProgress`` and is shown in the waiting message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from textual import work
+from textual.message import Message
+
+from appliance.errors import ApplianceError, GenerationCancelled
+from tui import events
+from tui.workers import Closing, Turn, abandonable
+
+log = logging.getLogger(__name__)
+TUI_MAX_TRIALS = 3
+FOOTNOTE = "Automated prescreen against the chart: confirm every criterion with the full record and the trial team."
+
+
+class PrescreenProgress(Message):
+    def __init__(self, turn_id: int, text: str) -> None:
+        super().__init__()
+        self.turn_id = turn_id
+        self.text = text
+
+
+@dataclass
+class PrescreenAnswer:
+    """What ``on_turn_finished`` reads from a turn's result."""
+
+    response: str
+    kind: str = "answer"
+    disclaimer: str | None = FOOTNOTE
+    trace: list = field(default_factory=list)
+
+
+class PrescreenHandling:
+    def action_prescreen(self) -> None:
+        if self.patient_id is None:
+            self.notice("Open a patient first (Ctrl+O): the prescreen checks the open patient's chart.", "warning")
+            return
+        if self.turn is not None:
+            self.notice("An answer is still being written: wait for it, or press Escape to cancel it.", "warning")
+            return
+        if self.model is None or self.tools is None:
+            why = self.model_error or self.tools_error or "still starting"
+            self.notice(f"The prescreen needs the model and the clinical data services ({why}).", "warning")
+            return
+        name = ((self.chart or {}).get("patient") or {}).get("name")
+        question = f"Prescreen {name + ' (' + self.patient_id + ')' if name else self.patient_id} for clinical trials"
+        self.main.chat.add_question(question)
+        self._turn_ids += 1
+        reply = self.main.chat.add_reply("Prescreening: reading the chart…")
+        turn = Turn(self._turn_ids, question, reply, self.patient_id, None, started=True)
+        self.turn = turn
+        self.bridge.cancel = turn.cancel
+        self.main.trace.start_turn(turn.id, question)
+        self.refresh_bindings()
+        self._run_prescreen(turn.id, turn.patient_id, turn.cancel)
+
+    @work(thread=True, group="turn", exit_on_error=False)
+    def _run_prescreen(self, turn_id: int, patient_id: str, cancel: threading.Event) -> None:
+        from appliance.prescreen.run import render_text, run_prescreen
+
+        try:
+            result = abandonable(
+                self._quitting, run_prescreen, self.model, self.tools, patient_id, max_trials=TUI_MAX_TRIALS,
+                deadline=self.settings.tool_deadline_seconds, cancel=cancel,
+                progress=lambda text: self.post_message(PrescreenProgress(turn_id, text)),
+            )
+        except Closing:
+            return
+        except GenerationCancelled:
+            self.post_message(events.TurnFailed(turn_id, "cancelled", cancelled=True))
+        except ApplianceError as exc:
+            self.post_message(events.TurnFailed(turn_id, str(exc), cancelled=cancel.is_set()))
+        except Exception as exc:  # noqa: BLE001 - a third-party exception never crashes the terminal
+            log.exception("prescreen failed")
+            self.post_message(events.TurnFailed(turn_id, f"an unexpected {type(exc).__name__} occurred",
+                                                cancelled=cancel.is_set()))
+        else:
+            self.post_message(events.TurnFinished(turn_id, PrescreenAnswer(render_text(result))))
+
+    def on_prescreen_progress(self, message: PrescreenProgress) -> None:
+        turn = self._current(message.turn_id)
+        if turn is not None and not turn.cancel.is_set():
+            turn.reply.show(f"Prescreening: {message.text}…")
