@@ -29,6 +29,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from mcp_servers import knowledge_queries as queries
+from mcp_servers import knowledge_trials as trials
 from mcp_servers.contracts import (
     Name,
     NctId,
@@ -158,13 +159,13 @@ def find_clinical_trials(
     locations, with the filters applied and the number of matches. Records marked demo_record
     are demonstration entries, not real studies.
     """
-    search = queries.TrialSearch(
+    search = trials.TrialSearch(
         condition, intervention=intervention, eligibility_keywords=eligibility_keywords, status=status,
         phase=phase, sex=sex, patient_age=int(patient_age) if patient_age else None, study_type=study_type,
         page_size=int(page_size) if page_size else None,
     )
     with _read("find_clinical_trials") as db:
-        return queries.search_trials(db, search)
+        return trials.search_trials(db, search)
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -173,7 +174,7 @@ def get_trial_details(nct_id: NctId) -> dict:
     into inclusion and exclusion criteria (one entry per criterion); minimum and maximum age,
     sex, status, phase, arms, interventions and locations. Fails with not_found for an unknown id."""
     with _read("get_trial_details") as db:
-        return queries.trial_details(db, nct_id)
+        return trials.trial_details(db, nct_id)
 
 
 @mcp.tool(annotations=READ_ONLY)

@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from mcp_servers import knowledge_queries as queries
+from mcp_servers.knowledge_trials import trial_details
 from mcp_servers.knowledge_import import (
     ImportSourceError,
     import_ctgov_studies,
@@ -199,4 +200,4 @@ def test_imports_survive_a_starter_content_reload(knowledge_db):
     ensure_database(knowledge_db)
     db = connect(knowledge_db, read_only=True)
     assert queries.drug_safety(db, "Lipitor")["source"].startswith("openFDA")
-    assert queries.trial_details(db, "NCT00042770")["locations_total"] == 1
+    assert trial_details(db, "NCT00042770")["locations_total"] == 1
