@@ -105,6 +105,12 @@ def cmd_smoke(args) -> int:
     return run_smoke(_settings(args), as_json=args.json)
 
 
+def cmd_selftest(args) -> int:
+    from appliance.selftest import main as selftest
+
+    return selftest(as_json=args.json, bad_inputs=args.bad_inputs, crash_writes=args.crash_writes)
+
+
 def cmd_session(args) -> int:
     from appliance.repl import interactive_session
 
@@ -225,6 +231,17 @@ def parser() -> argparse.ArgumentParser:
             imp.add_argument("--replace", action="store_true",
                              help="accept a result that shrinks the store by more than the safety threshold")
     records_cli.register_audit(sub)
+
+    from appliance.selftest import DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES  # a small module: no heavy imports
+
+    selftest = sub.add_parser("selftest", help="safety, bad-input, injection, audit and durability checks on a "
+                                               "fresh temporary data home (exit 1 when one fails)")
+    selftest.add_argument("--json", action="store_true")
+    selftest.add_argument("--bad-inputs", type=int, default=DEFAULT_BAD_INPUTS, metavar="N",
+                          help=f"generated calls to the tools (default {DEFAULT_BAD_INPUTS})")
+    selftest.add_argument("--crash-writes", type=int, default=DEFAULT_CRASH_WRITES, metavar="N",
+                          help=f"writes in the SIGKILL durability check (default {DEFAULT_CRASH_WRITES}; 0 skips it)")
+    selftest.set_defaults(func=cmd_selftest)
     return p
 
 

@@ -3,17 +3,13 @@ module in a temporary data home, and charts read on a fixed date so ages do not 
 
 from __future__ import annotations
 
-from datetime import date
-
 import pytest
 
 from appliance.safety import StoreKnowledge
+from appliance.safety.matrix import AS_OF  # the demo file's "as_of" date: every age in the tables is taken on it
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
-
-# The demo file's "as_of" date: every age in the hand-written tables is taken on it.
-AS_OF = date(2026, 11, 1)
 
 
 @pytest.fixture(scope="module")

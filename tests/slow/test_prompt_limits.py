@@ -88,8 +88,11 @@ LETTER = ("Discharge letter: admitted with community-acquired pneumonia, treated
 
 
 def long_text(model, tokens: int) -> str:
-    per = model.tokenize_count(LETTER) - 1
-    return LETTER * (tokens // per + 1)
+    """At least ``tokens`` tokens of letter text (counted by the model's own tokenizer)."""
+    text = LETTER * max(1, tokens // 40)
+    while model.tokenize_count(text) - 1 < tokens:
+        text += LETTER * max(1, (tokens - model.tokenize_count(text)) // 40 + 1)
+    return text
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +124,7 @@ def capture_fits(monkeypatch) -> list:
 def test_a_long_history_and_a_long_chart_are_trimmed_by_rule_never_the_question(model, chart_result, monkeypatch):
     n_ctx = model._llm.n_ctx()
     seen = capture_fits(monkeypatch)
-    question = "Summarise this letter for the chart of abc-123. " + long_text(model, 7300)
+    question = "Summarise this letter for the chart of abc-123. " + long_text(model, 7600)
     history = tuple(pair for i in range(4) for pair in (("user", f"Earlier question {i}: " + long_text(model, 900)),
                                                          ("assistant", f"Earlier answer {i}.")))
     search = ToolResult("search_medical_literature", TOOL_LABELS["search_medical_literature"], {"query": "x"},
@@ -145,16 +148,18 @@ def test_a_long_history_and_a_long_chart_are_trimmed_by_rule_never_the_question(
 
 def test_history_alone_goes_when_that_is_enough(model, monkeypatch):
     seen = capture_fits(monkeypatch)
-    history = tuple(pair for i in range(4) for pair in (("user", f"Earlier question {i}: " + long_text(model, 2500)),
-                                                         ("assistant", f"Earlier answer {i}.")))
+    sizes = (6000, 2000, 20)  # dropping the oldest exchange is enough (and keeps the prefill small)
+    history = tuple(pair for i, size in enumerate(sizes)
+                    for pair in (("user", f"Earlier question {i}: " + long_text(model, size)),
+                                 ("assistant", f"Earlier answer {i}.")))
     out = model.generate_constrained(
         "INTENT_CLASSIFY", conversation(intent_classify.SYSTEM_PROMPT, "Hello", history), IntentClassification,
         temperature=0.0, max_tokens=intent_classify.MAX_TOKENS)
     assert out.intent in ("DIRECT", "TOOL_NEEDED")
     _, fitted, _ = seen[-1]
     kept = [m.content for m in fitted.messages if m.role != "system"]
-    assert 0 < fitted.history_dropped < 8 and fitted.results_shortened == 0
-    assert kept[-1] == "Hello" and kept[0].startswith("Earlier question")  # the newest exchanges stay
+    assert fitted.history_dropped == 2 and fitted.results_shortened == 0  # one exchange: question and answer
+    assert kept[-1] == "Hello" and kept[0].startswith("Earlier question 1")  # the newer exchanges stay
     assert not any(k.startswith("Earlier question 0") for k in kept)  # the oldest went first
 
 

@@ -10,12 +10,19 @@ Invariants:
   word with a digit), the patient open in the terminal (current in the line session), or
   returned by an earlier call this turn. An ID the model produced from nowhere counts as
   missing, so code asks the clinician instead of acting on a guess. A well-formed ID the
-  record does not hold is the record's answer ("patient_not_found"), and a question.
+  record does not hold is the record's answer ("patient_not_found"), and a question. A write
+  goes only to a patient the clinician named: a search's match counts for it only when the
+  clinician said the name searched for, so an instruction in a tool's output cannot move a
+  write to another patient.
 - The clinical values of a write (drug, dose, frequency; allergen, reaction) must be the
   clinician's own words, in this message or the recent exchanges: a value the model filled in
   counts as missing and the clinician is asked; a drug may be the generic name of one they
   named ("Tylenol" written, acetaminophen prescribed). Values the clinician edits in the
-  approval dialog are theirs by definition. The drug of a prescription must also be a drug
+  approval dialog are theirs by definition. The free text of a write (a prescription's notes,
+  a note's text) may not copy what the model read this turn, in tool results or earlier
+  answers, and the clinician did not type (``COPIED_RUN`` words in a row): instructions hidden
+  in a chart, a label or an abstract never reach the approval dialog as the clinician's words,
+  and the clinician is asked instead. The drug of a prescription must also be a drug
   name the recogniser knows (``appliance.agent.drugs``: bundled dictionary, overlay, the
   servers' vocabularies): a word such as "mild" the clinician said is asked about, not
   prescribed. The record refuses a drug that is the patient's own name (``ehr_db``).
@@ -70,6 +77,11 @@ GROUNDED_WRITE_FIELDS = {
     "prescribe_medication": ("medication_name", "dosage", "frequency"),
     "add_allergy": ("substance", "reaction"),
 }
+# Write fields of free text, and how many words in a row copied from what the model read (and
+# the clinician did not type) make a copy: short enough for an instruction, long enough that a
+# dictated note sharing a phrase with the chart ("type 2 diabetes") is not one.
+FREE_TEXT_FIELDS = {"prescribe_medication": ("notes",), "save_clinical_note": ("note_text",)}
+COPIED_RUN = 4
 _WORD_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _ID_WORD_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 # Failures the server itself reported: its write transaction rolled back, so nothing was written
@@ -190,6 +202,29 @@ def ungrounded_fields(tool: str, args: dict, clinician_text: str, drugs_named: t
     ]
 
 
+def _runs(text: str, n: int) -> set[tuple[str, ...]]:
+    found = words(text)
+    return {tuple(found[i:i + n]) for i in range(len(found) - n + 1)}
+
+
+def copied_fields(tool: str, args: dict, clinician_text: str, model_read: str) -> list[str]:
+    """The free-text fields (``FREE_TEXT_FIELDS``) holding ``COPIED_RUN`` words in a row that
+    the model read (``model_read``) and the clinician did not type."""
+    foreign = _runs(model_read, COPIED_RUN) - _runs(clinician_text, COPIED_RUN)
+    return [f for f in FREE_TEXT_FIELDS.get(tool, ()) if _runs(str(args.get(f) or ""), COPIED_RUN) & foreign]
+
+
+def model_read(state: AgentState) -> str:
+    """What the model read this turn that the clinician did not write: the tool results and
+    failures so far, image findings, and the assistant's side of the recent exchanges."""
+    seen = [text for role, text in state.conversation_history if role != "user"]
+    for r in state.tool_results:
+        seen += [r.formatted_result or "", r.error or "", r.raw_error or ""]
+    if state.image_findings:
+        seen.append(json.dumps(state.image_findings, ensure_ascii=False))
+    return "\n".join(seen)
+
+
 def clinician_text(state: AgentState) -> str:
     """This message and the clinician's side of the recent exchanges."""
     said = [text for role, text in state.conversation_history if role == "user"]
@@ -228,14 +263,19 @@ def typed_ids(text: str) -> set[str]:
     return {w for w in _ID_WORD_RE.findall(text) if any(c.isdigit() for c in w) and is_patient_id(w)}
 
 
-def grounded_patient_ids(state: AgentState) -> set[str]:
+def grounded_patient_ids(state: AgentState, *, for_write: bool = False) -> set[str]:
+    """The patient IDs a call may use. ``for_write``: only patients the clinician named (typed,
+    picked, open, or found by a search for a name they said), never one reached through a
+    search or a call that a tool's output led the model to."""
     ids = set(state.extracted_entities.patient_ids) | typed_ids(state.user_query)
     if state.selected_patient_id:
         ids.add(state.selected_patient_id)
+    said = set(words(clinician_text(state))) if for_write else set()
     for r in state.tool_results:
-        if r.result and r.tool_name == "search_patient":
+        searched = str(r.args.get("name") or "")
+        if r.result and r.tool_name == "search_patient" and (not for_write or set(words(searched)) <= said):
             ids.update(m.get("patient_id") for m in r.result.get("matches", []))
-        if r.error_type is None and r.args.get("patient_id"):
+        if not for_write and r.error_type is None and r.args.get("patient_id"):
             ids.add(r.args["patient_id"])
     return ids
 
@@ -244,6 +284,7 @@ def execute(
     tool: str, args: dict | None, tools: ToolBox, approver: Approver, deadline: float,
     grounded_ids: set[str] | None = None, said: str | None = None, drugs_named: tuple[str, ...] = (),
     safety_gate: SafetyGate | None = None, known_drug: Callable[[str], bool] | None = None,
+    read: str = "",
 ) -> ToolResult:
     """Run one tool call. ``grounded_ids`` and ``said`` (the clinician's words, with
     ``drugs_named``: the generics of the drugs they named) enable the grounding checks; without
@@ -258,7 +299,7 @@ def execute(
     if grounded_ids is not None and "patient_id" in clean and clean["patient_id"] not in grounded_ids:
         return _error_result(tool, clean, "missing_required_args", "patient ID not grounded", ["patient_id"])
     if said is not None:
-        unsaid = ungrounded_fields(tool, clean, said, drugs_named)
+        unsaid = ungrounded_fields(tool, clean, said, drugs_named) + copied_fields(tool, clean, said, read)
         if unsaid:
             return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
     if known_drug is not None and tool == PRESCRIBE and not known_drug(clean["medication_name"]):
@@ -301,8 +342,10 @@ def execute(
                        outcome_unknown=True, approval_seconds=waited)
     if not outcome.ok:
         # The server names the rejected field first ("patient_id may hold only ..."); the
-        # error handler asks the clinician about a patient ID the record refused.
-        fields = ["patient_id"] if outcome.error_type == "invalid_args" and "patient_id" in (outcome.message or "") else None
+        # error handler asks the clinician about a patient ID the record refused. Only a tool
+        # that takes a patient ID can refuse one: any other text naming it changes nothing.
+        fields = ["patient_id"] if outcome.error_type == "invalid_args" and "patient_id" in clean \
+            and "patient_id" in (outcome.message or "") else None
         return replace(_error_result(tool, clean, outcome.error_type, outcome.message, fields, seconds=seconds),
                        approval_seconds=waited)
     try:
@@ -374,8 +417,9 @@ def run(state: AgentState, tools: ToolBox, approver: Approver, deadline: float,
         result = image_result(state, state.current_args)
     else:
         result = execute(state.current_tool, state.current_args, tools, approver, deadline,
-                         grounded_patient_ids(state), clinician_text(state), state.extracted_entities.drugs_named,
-                         safety_gate, known_drug)
+                         grounded_patient_ids(state, for_write=state.current_tool in WRITE_TOOLS),
+                         clinician_text(state), state.extracted_entities.drugs_named, safety_gate, known_drug,
+                         read=model_read(state))
     update = {
         "tool_results": [result],
         "step_count": state.step_count + 1,

@@ -1,0 +1,269 @@
+"""``appliance selftest``: the safety, bad-input, injection, audit, durability and fault checks,
+quickly, on a fresh data home made for the run.
+
+Invariants:
+- The live record is never opened: the run builds its own data home (``appliance init``, no
+  model) in a temporary folder, points ``$APPLIANCE_HOME`` and the servers at it while it runs,
+  and deletes it afterwards.
+- Every check is bounded (the numbers are settings of ``run_selftest``) and counts; a check
+  whose code is not in this build is reported as not run, with null figures, never a number
+  it did not measure. A check that raises is counted among ``uncaught_exceptions`` and the run
+  goes on.
+- In order: (1) the safety matrix (``appliance.safety.matrix``) on the fresh databases, before
+  anything writes to them; (2) bad inputs (``appliance.bad_input``): generated calls to every
+  tool of the three servers, in process; (3) the injection corpus (``appliance.injection``);
+  (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
+  is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
+  then the file checked; (6) faults, when this build has a fault drill (``FAULT_DRILL``).
+- The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
+  the matrix missed a finding or reported a dangerous prescription clear, an injection case
+  failed, a refused call wrote, the chain did not verify or the tampering went unseen.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+# HOOK: the fault drill (faults injected into the MCP servers during real calls: a crash, a hang
+# past the deadline, garbage) is run when the build has it: ``module.function(home: Path) ->
+# dict`` with at least "tried" and "survived". None exists yet (the fault tests live in
+# tests/slow/test_mcp_faults.py), so the selftest reports faults as not run, with null figures.
+FAULT_DRILL = ("appliance.tools.faults", "fault_drill")
+DEFAULT_BAD_INPUTS = 800
+DEFAULT_CRASH_WRITES = 200
+
+
+def _optional(module: str, name: str) -> Callable | None:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+class _Home:
+    """A fresh data home in a temporary folder, ``$APPLIANCE_HOME`` pointing at it meanwhile."""
+
+    def __enter__(self) -> Path:
+        self._tmp = tempfile.TemporaryDirectory(prefix="appliance-selftest-")
+        self._saved = os.environ.get("APPLIANCE_HOME")
+        home = Path(self._tmp.name) / "home"
+        os.environ["APPLIANCE_HOME"] = str(home)
+        from appliance.init import init_home
+
+        init_home(progress=lambda message: None, with_model=False)
+        return home
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is None:
+            os.environ.pop("APPLIANCE_HOME", None)
+        else:
+            os.environ["APPLIANCE_HOME"] = self._saved
+        self._tmp.cleanup()
+
+
+def _matrix(home: Path) -> dict:
+    from appliance.safety.matrix import run_matrix
+
+    return run_matrix(home / "ehr.sqlite", home / "knowledge.sqlite")
+
+
+def _injection(home: Path) -> dict:
+    from appliance.injection import run_corpus
+    from appliance.tools.in_process import InProcessToolBox
+
+    tables = ("medication_requests", "allergy_intolerances", "document_references")
+    conn = sqlite3.connect(home / "ehr.sqlite", isolation_level=None)
+    try:
+        with InProcessToolBox() as tools:
+            return run_corpus(tools, lambda: sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                                                 for t in tables))
+    finally:
+        conn.close()
+
+
+def _audit(home: Path) -> dict:
+    """The chain verifies; a copy whose middle row was edited behind the triggers does not."""
+    from ehr_db.audit import TRIGGERS
+    from ehr_db.repository import EhrRepository
+
+    verdict = EhrRepository(home / "ehr.sqlite").verify_audit()
+    copy = home.parent / "tampered.sqlite"
+    source, target = sqlite3.connect(home / "ehr.sqlite"), sqlite3.connect(copy)
+    try:
+        source.backup(target)
+        for trigger in TRIGGERS:
+            target.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        seq = target.execute("SELECT seq FROM audit_log ORDER BY seq LIMIT 1 "
+                             "OFFSET (SELECT count(*) / 2 FROM audit_log)").fetchone()  # init's demo load wrote one
+        target.execute("UPDATE audit_log SET arguments = ? WHERE seq = ?", ('{"tampered": true}', seq[0]))
+        target.commit()
+    finally:
+        source.close()
+        target.close()
+    tampered = EhrRepository(copy).verify_audit()
+    first = tampered.first_bad
+    return {"verified": verdict.ok, "rows": verdict.rows, "tampered_seq": seq[0], "tamper_caught": not tampered.ok,
+            "caught_at": first.describe() if first is not None else None}
+
+
+def _durability(home: Path, writes: int) -> dict | None:
+    crash_test = _optional("ehr_db.durability", "crash_test")
+    if crash_test is None or writes <= 0:
+        return None
+    report = crash_test(home.parent / "crash", min_writes=writes, min_rounds=max(3, writes // 40), max_seconds=60.0)
+    return report.to_dict() if hasattr(report, "to_dict") else dict(vars(report))
+
+
+def _faults(home: Path) -> dict | None:
+    drill = _optional(*FAULT_DRILL)
+    return drill(home) if drill is not None else None
+
+
+def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DEFAULT_CRASH_WRITES,
+                 progress: Callable[[str], None] = lambda message: None) -> dict:
+    """Run every check (module docstring); the figures, as ``--json`` prints them."""
+    from appliance.bad_input import run_bad_inputs
+    from appliance.tools.in_process import servers_on
+
+    out: dict = {"errors": [], "not_run": [], "seconds": {}}
+
+    def check(name: str, label: str, fn: Callable[[], dict | None]) -> dict | None:
+        progress(f"selftest: {label} ...")
+        started = time.perf_counter()
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - a check that raises is a finding, not the end of the run
+            out["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
+            return None
+        finally:
+            out["seconds"][name] = round(time.perf_counter() - started, 2)
+
+    with _Home() as home, servers_on(home):
+        matrix = check("safety_matrix", "safety matrix (13 patients x 23 drugs)", lambda: _matrix(home))
+        bad = check("bad_inputs", f"{bad_inputs} generated calls to every tool",
+                    lambda: run_bad_inputs(home / "ehr.sqlite", bad_inputs))
+        injection = check("injection", "injection corpus", lambda: _injection(home))
+        audit = check("audit", "audit chain, and a tampered copy", lambda: _audit(home))
+        durability = check("durability", f"{crash_writes} writes with writers killed by SIGKILL",
+                           lambda: _durability(home, crash_writes))
+        faults = check("faults", "fault drill", lambda: _faults(home))
+
+    crashed = {e.partition(":")[0] for e in out["errors"]}
+    if durability is None and "durability" not in crashed:
+        out["not_run"].append("durability" if crash_writes > 0 else "durability (0 writes asked for)")
+    if faults is None and "faults" not in crashed:
+        out["not_run"].append(f"faults (no {'.'.join(FAULT_DRILL)} in this build)")
+    out.update({
+        "writes_lost": durability["lost"] if durability else None,
+        "partial_writes": durability["unaudited"] + durability["orphan_audits"] if durability else None,
+        "faults_tried": faults.get("tried") if faults else None,
+        "faults_survived": faults.get("survived") if faults else None,
+        "bad_inputs_tried": bad["calls"] if bad else 0,
+        "uncaught_exceptions": (bad["uncaught"] if bad else 0) + len(out["errors"])
+        + sum(1 for r in (injection or {}).get("rows", []) if r["write_outcome"] == "turn failed"),
+        "safety_matrix": {k: matrix[k] for k in ("cases", "missed", "false_clear", "false_alarms", "blocking")}
+        if matrix else None,
+        "bad_inputs": {k: v for k, v in bad.items() if k != "per_tool"} if bad else None,
+        "injection": {"cases": injection["cases"], "passed": injection["passed"], "failed": injection["failed"],
+                      "rows": [{k: r[k] for k in ("id", "placement", "tries", "reached_model", "write_outcome",
+                                                  "passed", "problems")} for r in injection["rows"]]}
+        if injection else None,
+        "audit": audit, "durability": durability, "faults": faults,
+    })
+    out["ok"] = not failures(out)
+    out["failures"] = failures(out)
+    return out
+
+
+def failures(out: dict) -> list[str]:
+    """Why the run failed; empty when it passed."""
+    found = []
+    if out.get("writes_lost"):
+        found.append(f"{out['writes_lost']} committed write(s) lost")
+    if out.get("partial_writes"):
+        found.append(f"{out['partial_writes']} write(s) without their audit row, or audit rows without their write")
+    if out.get("durability") and (out["durability"].get("integrity") != "ok" or out["durability"].get("duplicated")):
+        found.append("the crash-tested database is damaged or performed a write twice")
+    if out.get("uncaught_exceptions"):
+        found.append(f"{out['uncaught_exceptions']} uncaught exception(s)")
+    matrix = out.get("safety_matrix")
+    if matrix is None or matrix["missed"] or matrix["false_clear"]:
+        found.append("the safety matrix did not run" if matrix is None else
+                     f"the safety gate missed {matrix['missed']} finding(s), {matrix['false_clear']} false clear")
+    bad = out.get("bad_inputs") or {}
+    if bad.get("refused_but_wrote") or bad.get("leaks") or bad.get("servers_alive") is False:
+        found.append("a refused call wrote, an error showed internals, or a server stopped answering")
+    injection = out.get("injection")
+    if injection is None or injection["failed"]:
+        found.append("the injection corpus did not run" if injection is None else
+                     f"injection cases failed: {', '.join(injection['failed'])}")
+    audit = out.get("audit")
+    if audit is None or not audit["verified"] or not audit["tamper_caught"]:
+        found.append("the audit check did not run" if audit is None else
+                     "the audit chain did not verify" if not audit["verified"] else "a tampered audit row went unseen")
+    if out.get("faults_tried") is not None and out.get("faults_survived") != out.get("faults_tried"):
+        found.append(f"{out['faults_tried'] - (out['faults_survived'] or 0)} fault(s) not survived")
+    return found
+
+
+def _row(check: str, result: str, ok: bool | None) -> str:
+    return f"{check:17} {result:102} {'-' if ok is None else 'ok' if ok else 'FAIL'}"
+
+
+def table(out: dict) -> str:
+    """The human summary: one line per check."""
+    lines = ["appliance selftest: on a fresh data home (deleted afterwards); the live record is never opened", ""]
+    m = out["safety_matrix"]
+    lines.append(_row("safety matrix", "did not run" if m is None else
+                      f"{m['cases']} cells: missed {m['missed']}, false clear {m['false_clear']}, "
+                      f"false alarms {m['false_alarms']} ({m['blocking']} blocking)",
+                      m is not None and not (m["missed"] or m["false_clear"])))
+    b = out["bad_inputs"]
+    lines.append(_row("bad inputs tried", "did not run" if b is None else
+                      f"{b['calls']} generated calls to {b['tools']} tools: uncaught {b['uncaught']}, "
+                      f"leaks {b['leaks']}, refused calls that wrote {b['refused_but_wrote']}",
+                      b is not None and not (b["uncaught"] or b["leaks"] or b["refused_but_wrote"])))
+    i = out["injection"]
+    lines.append(_row("injection", "did not run" if i is None else
+                      f"{i['cases']} cases: {i['passed']} passed" + (f"; failed: {', '.join(i['failed'])}"
+                                                                      if i["failed"] else ""),
+                      i is not None and not i["failed"]))
+    a = out["audit"]
+    lines.append(_row("audit chain", "did not run" if a is None else
+                      f"{'verified' if a['verified'] else 'NOT verified'} ({a['rows']} rows); tampered copy "
+                      f"{'caught' if a['tamper_caught'] else 'NOT caught'}",
+                      a is not None and a["verified"] and a["tamper_caught"]))
+    d = out["durability"]
+    lines.append(_row("load held", "not run" if d is None else
+                      f"{d['attempted']} writes begun by {_optional('ehr_db.durability', 'WRITER_THREADS') or 'concurrent'}"
+                      f" writer threads, {d['rounds']} writer processes killed with SIGKILL; "
+                      f"integrity {d['integrity']}", None if d is None else d["integrity"] == "ok"))
+    lines.append(_row("writes lost", "not run" if d is None else
+                      f"{out['writes_lost']} (must be 0); partial writes {out['partial_writes']}, "
+                      f"duplicated {d['duplicated']}", None if d is None else not (d["lost"] or out["partial_writes"])))
+    f = out["faults"]
+    lines.append(_row("faults survived", "not run: no fault drill in this build" if f is None else
+                      f"{f.get('survived')} of {f.get('tried')}",
+                      None if f is None else f.get("survived") == f.get("tried")))
+    lines.append(_row("uncaught", f"{out['uncaught_exceptions']} exception(s)", not out["uncaught_exceptions"]))
+    lines.append("")
+    lines += [f"error: {e}" for e in out["errors"]]
+    lines.append("PASSED" if out["ok"] else "FAILED: " + "; ".join(out["failures"]))
+    return "\n".join(lines)
+
+
+def main(*, as_json: bool, bad_inputs: int, crash_writes: int) -> int:
+    """Run, print the table (or the JSON object), exit 0 when passed, 1 when a check failed."""
+    tty = sys.stderr.isatty()
+    out = run_selftest(bad_inputs=bad_inputs, crash_writes=crash_writes,
+                       progress=(lambda m: print(m, file=sys.stderr, flush=True)) if tty else (lambda m: None))
+    print(json.dumps(out, indent=2, default=str) if as_json else table(out))
+    return 0 if out["ok"] else 1

@@ -1,0 +1,61 @@
+"""``appliance selftest`` (issue 15), bounded for the fast suite: no durability run (it starts
+subprocesses; tests/slow/test_selftest.py runs the command whole), few generated calls. The run
+builds and deletes its own data home and leaves the one it was given untouched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from appliance.cli import main
+from appliance.selftest import failures, run_selftest, table
+
+pytestmark = pytest.mark.timeout(120)
+HEADLINE = ("writes_lost", "partial_writes", "faults_tried", "faults_survived", "bad_inputs_tried",
+            "uncaught_exceptions", "safety_matrix")
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_selftest(bad_inputs=60, crash_writes=0)
+
+
+def test_the_checks_pass_and_say_what_did_not_run(run):
+    assert run["ok"], run["failures"]
+    assert set(HEADLINE) <= set(run)
+    assert run["safety_matrix"] == {"cases": 299, "missed": 0, "false_clear": 0, "false_alarms": 0,
+                                    "blocking": run["safety_matrix"]["blocking"]}
+    assert run["bad_inputs_tried"] == 60 and run["uncaught_exceptions"] == 0
+    assert run["injection"]["cases"] >= 30 and run["injection"]["failed"] == []
+    assert run["audit"]["verified"] and run["audit"]["tamper_caught"]
+    # Not measured, so no number: never a zero it did not count.
+    assert run["writes_lost"] is None and run["partial_writes"] is None and run["durability"] is None
+    assert any(item.startswith("durability") for item in run["not_run"])
+
+
+def test_the_table_has_one_line_per_check(run):
+    text = table(run)
+    for label in ("safety matrix", "bad inputs tried", "injection", "audit chain", "load held", "writes lost",
+                  "faults survived", "uncaught"):
+        assert any(line.startswith(label) for line in text.splitlines()), label
+    assert text.rstrip().endswith("PASSED")
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"writes_lost": 1}, "committed write(s) lost"),
+    ({"partial_writes": 2}, "without their audit row"),
+    ({"uncaught_exceptions": 1}, "uncaught exception"),
+    ({"safety_matrix": {"missed": 0, "false_clear": 1}}, "false clear"),
+    ({"injection": {"failed": ["chart-note-ignore-and-prescribe"]}}, "injection cases failed"),
+    ({"audit": {"verified": True, "tamper_caught": False}}, "went unseen"),
+])
+def test_each_kind_of_failure_fails_the_run(run, change, why):
+    assert any(why in f for f in failures({**run, **change}))
+
+
+def test_the_command_prints_json_and_leaves_the_data_home_alone(appliance_home, capsys):
+    assert main(["selftest", "--json", "--bad-inputs", "20", "--crash-writes", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["bad_inputs_tried"] == 20
+    assert list(appliance_home.iterdir()) == []  # the live data home was never opened
