@@ -106,19 +106,25 @@ def split_passage(model: LanguageModel, text: str, side: str | None, passage_tok
 
 
 def checked_pieces(passage: str, pieces: list[str]) -> tuple[list[str], str]:
-    """Keep the pieces written in the passage's words (>= 80 % of a piece's words are in it);
-    when the kept pieces leave more than 40 % of the passage's words out, the passage is kept
-    whole instead, so a split never loses a condition."""
-    words = set(tokens(passage))
+    """Keep the pieces that are the passage's own words: a run of at least 3 of its words, in
+    its order, not inside another kept piece. When the kept pieces leave more than 20 % of the
+    passage's words out, the passage is kept whole instead, so a split never loses a condition
+    (the small model often returns fragments)."""
+    flat = " ".join(passage.split())
+    words = tokens(flat)
+    run = " " + " ".join(words) + " "
     kept: list[str] = []
     for piece in pieces:
         piece = " ".join(piece.split()).strip(" ;,")
         t = tokens(piece)
-        if t and sum(w in words for w in t) / len(t) >= 0.8 and piece not in kept:
-            kept.append(piece)
+        if len(t) < 3 or f" {' '.join(t)} " not in run:
+            continue
+        if any(f" {' '.join(t)} " in f" {' '.join(tokens(k))} " for k in kept):
+            continue
+        kept = [k for k in kept if f" {' '.join(tokens(k))} " not in f" {' '.join(t)} "] + [piece]
     covered = set().union(*(set(tokens(p)) for p in kept)) if kept else set()
-    if not kept or len(covered & words) < 0.6 * len(words):
-        return [" ".join(passage.split())], "passage"
+    if len(kept) < 2 or len(covered & set(words)) < 0.8 * len(set(words)):
+        return [flat], "passage"
     return kept, "model"
 
 
@@ -149,8 +155,11 @@ def checked_details(text: str, out: CriterionDetails) -> Details:
         else:
             dropped.append(f"threshold {raw!r}")
     for t in thresholds_in_text(text):
-        if not any(t.value == k.value and t.comparator == k.comparator for k in thresholds):
+        same = [i for i, k in enumerate(thresholds) if t.value == k.value and t.comparator == k.comparator]
+        if not same:
             thresholds.append(t)
+        elif thresholds[same[0]].unit is None and t.unit is not None:
+            thresholds[same[0]] = t  # the model left the unit out; the text has it
     temporal = out.temporal
     if temporal is not None and not _drawn_from(temporal, text, 0.6):
         dropped.append(f"temporal {temporal!r}")

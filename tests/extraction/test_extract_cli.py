@@ -109,7 +109,7 @@ def _data_dir(tmp_path):
     data.mkdir()
     (data / "trial_criteria_cache.json").write_text(json.dumps({
         "NCT00000001": {"brief_title": "One", "eligibility_criteria": RECORD_TEXT},
-        "NCT00000002": {"brief_title": "Two", "eligibility_criteria": "Inclusion Criteria:\n\n* Adults; able to consent\n"},
+        "NCT00000002": {"brief_title": "Two", "eligibility_criteria": "Inclusion Criteria:\n\n* Adults aged 18 or over; able to give consent\n"},
     }))
     return data
 
@@ -133,7 +133,7 @@ def test_eval_extraction_json_on_the_code_path(tmp_path, capsys):
 
 def test_eval_extraction_counts_the_models_split(tmp_path, capsys):
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"EXTRACT_SPLIT": [{"criteria": ["Adults", "able to consent"]}]}))
+    script.write_text(json.dumps({"EXTRACT_SPLIT": [{"criteria": ["Adults aged 18 or over", "able to give consent"]}]}))
     assert main(["eval", "extraction", "--no-details", "--script", str(script), "--data", str(_data_dir(tmp_path)),
                  "--limit", "2"]) == 0
     out = capsys.readouterr().out

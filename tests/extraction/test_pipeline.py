@@ -97,6 +97,11 @@ def test_split_pieces_must_be_the_passages_own_words():
     assert checked_pieces(passage, ["Platelet count at least 100,000/mm3", "INR below 1.5"])[1] == "model"
     # an invented piece is dropped; too little left of the passage keeps it whole
     assert checked_pieces(passage, ["Hemoglobin above 9 g/dL", "INR below 1.5"]) == ([passage], "passage")
+    # words dropped from the middle, fragments, and pieces inside other pieces do not count
+    assert checked_pieces(passage, ["Platelet count 100,000/mm3", "INR below 1.5"])[1] == "passage"
+    assert checked_pieces(passage, [passage, "INR below 1.5"]) == ([passage], "passage")
+    assert checked_pieces(passage, ["Platelet count at least 100,000/mm3", "INR below", "INR below 1.5"]) == (
+        ["Platelet count at least 100,000/mm3", "INR below 1.5"], "model")
 
 
 def test_a_failed_model_output_costs_one_decision_with_a_warning():

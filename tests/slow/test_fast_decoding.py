@@ -67,7 +67,9 @@ def jobs_for(schema, n: int, rng: random.Random) -> list[BatchJob]:
         if i % 7 == 3:  # some calls carry an earlier exchange
             messages += [Message("user", f"{rng.choice(VERBS)} {rng.choice(OBJECTS)}"), Message("assistant", "Done.")]
         messages.append(Message("user", text))
-        budget = budget_for(schema) if i % 5 else rng.randint(floor, budget_for(schema))
+        # every fifth call at a tighter limit, down to the schema's floor (a schema whose
+        # shortest output needs more characters than the node allows tokens keeps the node's)
+        budget = budget_for(schema) if i % 5 else rng.randint(min(floor, budget_for(schema)), budget_for(schema))
         jobs.append(BatchJob(messages, schema, 0.0 if i % 2 == 0 else 0.7, budget))
     return jobs
 
