@@ -45,3 +45,13 @@ def test_the_import_contracts_hold():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     kept = len(importlinter_config()["contracts"])
     assert f"Contracts: {kept} kept, 0 broken." in proc.stdout, proc.stdout
+
+
+def test_no_two_test_files_share_a_name():
+    """The tests folders have no __init__.py, so pytest imports each test file by its bare name:
+    two files called the same stop the whole run at collection, before any test runs."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not shared, f"test modules must have unique names: {shared}"
