@@ -20,7 +20,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -34,7 +33,7 @@ from sqlite_utils import Database
 from appliance.config import Settings
 from common import sqlite
 from common.errors import ApplianceError
-from common.locations import accounts_db_path
+from common.locations import PRIVATE_DIR_MODE, accounts_db_path
 from common.sqlite import Migration, write_transaction
 
 STORE = "accounts"
@@ -175,21 +174,17 @@ class AccountStore:
         return self._hasher
 
     # -- files ---------------------------------------------------------------------------
-    def _create_file(self) -> None:
-        """The file exists, owner-only, before SQLite opens it (its journals copy the mode)."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-            os.chmod(self.path, 0o600)
-        except OSError as exc:
-            raise AccountError(f"cannot create {self.path.name}: {exc.strerror}") from None
-
     @contextmanager
     def _db(self, *, read_only: bool = False) -> Iterator[Database]:
-        if not read_only:
-            self._create_file()
+        """A connection (``common.sqlite.connect`` creates a missing file 0600), migrated once."""
         try:
+            if not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
             db = sqlite.connect(self.path, read_only=read_only)
+        except OSError as exc:
+            raise AccountError(f"cannot create {self.path.name}: {exc.strerror}") from None
+        except sqlite.DatabaseCorrupt as exc:
+            raise AccountError(str(exc)) from None
         except sqlite3.Error as exc:
             raise AccountError(f"cannot open the account database ({type(exc).__name__})") from None
         try:

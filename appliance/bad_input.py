@@ -108,27 +108,33 @@ def _strings(value) -> list[str]:
         return [value]
     if isinstance(value, dict):
         return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [s for v in value for s in _strings(v)]
     return [str(value)]
 
 
-def leaks(message: str, args: dict) -> bool:
-    """Whether ``message`` shows a traceback or a path beyond the caller's own words."""
+def leaked(message: str, args: dict) -> str | None:
+    """What in ``message`` looks like a traceback or a file path, after removing what the caller
+    sent (a message may repeat the caller's words, stripped or whole); None when nothing."""
     rest = message
     for text in sorted({v for s in _strings(args) for v in (s, s.strip(), " ".join(s.split())) if v},
                        key=len, reverse=True):
         rest = rest.replace(text, "")
-    return _LEAK.search(rest) is not None
+    found = _LEAK.search(rest)
+    return None if found is None else rest[max(0, found.start() - 40):found.end() + 40]
 
 
-class _Rows:
+class RowCounts:
+    """The watched tables' row counts, read through one read-only connection (each read sees
+    the last commit: the connection holds no transaction between reads)."""
+
+    SQL = "SELECT " + ", ".join(f"(SELECT count(*) FROM {t})" for t in WATCHED)
+
     def __init__(self, ehr_db: Path):
         self._conn = sqlite3.connect(f"file:{ehr_db}?mode=ro", uri=True, isolation_level=None)
-        self._sql = "SELECT " + ", ".join(f"(SELECT count(*) FROM {t})" for t in WATCHED)
 
-    def __call__(self) -> tuple:
-        return tuple(self._conn.execute(self._sql).fetchone())
+    def __call__(self) -> tuple[int, ...]:
+        return tuple(self._conn.execute(self.SQL).fetchone())
 
     def close(self) -> None:
         self._conn.close()
@@ -142,7 +148,7 @@ def run_bad_inputs(ehr_db: Path, calls: int, seed: int = 15) -> dict:
 
     loop = asyncio.new_event_loop()
     rng = random.Random(seed)
-    rows = _Rows(ehr_db)
+    rows = RowCounts(ehr_db)
     per_tool, wrong = Counter(), Counter()
     examples: list[str] = []
     quiet = logging.root.manager.disable
@@ -164,7 +170,7 @@ def run_bad_inputs(ehr_db: Path, calls: int, seed: int = 15) -> dict:
                 failed, text = True, str(exc)
                 if text.partition(": ")[0] not in ERROR_TYPES:
                     problem = "uncaught"
-                elif leaks(text, args):
+                elif leaked(text, args) is not None:
                     problem = "leaks"
             except Exception as exc:  # noqa: BLE001 - counted: this is what the run looks for
                 failed, problem = True, "uncaught"

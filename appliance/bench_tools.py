@@ -4,7 +4,8 @@ Invariants:
 - Runs in private data homes (writes never touch the clinic's record) and prints p50/p95 per
   tool; it asserts nothing.
 - Only successful calls are timed. A call that fails is counted (with its error type) and
-  reported next to the figures, never folded into them: a fast failure is not a fast tool.
+  reported next to the figures, never folded into them: a fast failure is not a fast tool
+  (``appliance.bench_timing``).
 - Every tool of the three servers is measured: the agent's tools and the lookups around them
   (trial details, concept and semantic-type lookups, both drug vocabularies).
 - The 100k-concept UMLS database is built by the same importer code path as a licensed import
@@ -18,12 +19,11 @@ from __future__ import annotations
 import json
 import os
 import random
-import statistics
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from appliance.bench_timing import DEADLINE, time_calls
 
 # (server, tool, arguments), in report order.
 TOOL_CALLS: tuple[tuple[str, str, dict], ...] = (
@@ -48,48 +48,6 @@ TOOL_CALLS: tuple[tuple[str, str, dict], ...] = (
     ("umls", "get_semantic_type", {"cui": "C0043031"}),
     ("umls", "drug_vocabulary", {}),
 )
-DEADLINE = 30.0
-
-
-@dataclass
-class Timing:
-    """Latencies of the successful calls and the error types of the failed ones."""
-
-    seconds: list[float] = field(default_factory=list)
-    failures: Counter = field(default_factory=Counter)
-
-    def record(self, outcome, elapsed: float) -> None:
-        if outcome.ok:
-            self.seconds.append(elapsed)
-        else:
-            self.failures[outcome.error_type or "unknown"] += 1
-
-    def summary(self) -> dict:
-        failed = sum(self.failures.values())
-        figures = percentiles(self.seconds) if self.seconds else {"p50_ms": None, "p95_ms": None}
-        out = {"n": len(self.seconds) + failed, "ok": len(self.seconds), "failed": failed,
-               "p50_ms": figures["p50_ms"], "p95_ms": figures["p95_ms"]}
-        if self.failures:
-            out["errors"] = dict(sorted(self.failures.items()))
-        return out
-
-
-def percentiles(samples: list[float]) -> dict:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
-
-
-def time_calls(box, server: str, tool: str, args_list: list[dict]) -> Timing:
-    """Call ``tool`` once per argument set; time the successes, count the failures."""
-    timing = Timing()
-    for args in args_list:
-        started = time.perf_counter()
-        outcome = box.call_server(server, tool, args, DEADLINE)
-        timing.record(outcome, time.perf_counter() - started)
-    return timing
-
-
 def bench_tool_calls(box, n: int) -> dict[str, dict]:
     """p50/p95 of every tool in ``TOOL_CALLS`` (after one warm-up call each)."""
     report = {}

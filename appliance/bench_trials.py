@@ -19,14 +19,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
-DEADLINE = 30.0
+from appliance.bench_timing import DEADLINE, Timing, percentiles, time_calls
+
 KEYWORDS = ("pregnancy", "informed consent", "platelet", "chemotherapy", "life expectancy", "ECOG",
             "creatinine", "bilirubin", "hemodialysis", "smoker")
 PHASES = ("phase1", "phase2", "phase3", "phase4", "not_applicable")
@@ -100,22 +99,6 @@ def trial_queries(rng: random.Random, n: int) -> dict[str, list[dict]]:
     }
 
 
-def percentiles(samples: list[float]) -> dict:
-    """p50 and p95 in ms (p95: the nearest rank), as ``bench_tools`` reports them."""
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
-
-
-def _summary(seconds: list[float], failures: Counter) -> dict:
-    figures = percentiles(seconds) if seconds else {"p50_ms": None, "p95_ms": None}
-    out = {"n": len(seconds) + sum(failures.values()), "ok": len(seconds), "failed": sum(failures.values()),
-           "p50_ms": figures["p50_ms"], "p95_ms": figures["p95_ms"]}
-    if failures:
-        out["errors"] = dict(sorted(failures.items()))
-    return out
-
-
 def bench_trials(box, n: int, trials: int, rng: random.Random) -> dict:
     """p50/p95 of each kind of search and of trial details, over stdio (warm server)."""
     started = time.perf_counter()
@@ -123,33 +106,20 @@ def bench_trials(box, n: int, trials: int, rng: random.Random) -> dict:
     report: dict = {"first_call_seconds": round(time.perf_counter() - started, 2)}
     everything: list[float] = []
     for kind, args_list in trial_queries(rng, n).items():
-        seconds: list[float] = []
-        failures: Counter = Counter()
-        answered = 0
+        timing, answered = Timing(), 0
         for args in args_list:
             full = {k: None for k in ("intervention", "eligibility_keywords", "status", "phase", "sex", "patient_age",
                                       "study_type", "page_size")} | args
             t0 = time.perf_counter()
             outcome = box.call_server("knowledge", "find_clinical_trials", full, DEADLINE)
-            elapsed = time.perf_counter() - t0
-            if outcome.ok or outcome.error_type == "not_found":  # both are the search's answer
-                seconds.append(elapsed)
-                answered += bool(outcome.ok)
-            else:
-                failures[outcome.error_type or "unknown"] += 1
-        everything += seconds
-        report[kind] = {**_summary(seconds, failures), "found_some": answered}
+            timing.record(outcome, time.perf_counter() - t0, answers=("not_found",))
+            answered += bool(outcome.ok)
+        everything += timing.seconds
+        report[kind] = {**timing.summary(), "found_some": answered}
     report["all searches"] = {**percentiles(everything), "ok": len(everything)} if everything else {}
-    seconds, failures = [], Counter()
-    for _ in range(n):
-        t0 = time.perf_counter()
-        outcome = box.call_server("knowledge", "get_trial_details", {"nct_id": f"NCT8{rng.randrange(trials):07d}"},
-                                  DEADLINE)
-        if outcome.ok:
-            seconds.append(time.perf_counter() - t0)
-        else:
-            failures[outcome.error_type or "unknown"] += 1
-    report["get_trial_details"] = {**_summary(seconds, failures), "found_some": len(seconds)}
+    details = time_calls(box, "knowledge", "get_trial_details",
+                         [{"nct_id": f"NCT8{rng.randrange(trials):07d}"} for _ in range(n)])
+    report["get_trial_details"] = {**details.summary(), "found_some": len(details.seconds)}
     return report
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from appliance import extraction_cli, grounding_cli, prescreen_cli, records_cli, user_cli
+from appliance.cli_support import load_script, settings_from
 from appliance.config import Settings
 from appliance.errors import ApplianceError, ScriptError
 from common.locations import PRIVATE_UMASK
@@ -29,32 +30,12 @@ from common.locations import PRIVATE_UMASK
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 
-def _settings(args) -> Settings:
-    settings = Settings()
-    if getattr(args, "model", None) is not None:  # an empty --model is an unknown profile, not the default
-        settings = settings.model_copy(update={"model": args.model})
-    return settings
-
-
-def load_script(path: str) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ScriptError(f"cannot read script {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ScriptError(f"script {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
-    except UnicodeDecodeError:
-        raise ScriptError(f"script {path} is not JSON: it is not UTF-8 text") from None
-    if not isinstance(data, dict):
-        raise ScriptError(f"script {path} must be a JSON object keyed by node name")
+def agent_script(path: str) -> dict:
+    """An ``ask``/``session``/``tui`` script: the agent's nodes, plus tool outcomes and drug names."""
     from appliance.agent.state import Node
     from appliance.llm.vision import NODE as IMAGE_NODE
 
-    known = [*Node, IMAGE_NODE, "tools", "drug_names"]
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ScriptError(f"script {path}: unknown key {unknown[0]!r} (keys are {', '.join(known)})")
-    return data
+    return load_script(path, [*Node, IMAGE_NODE, "tools", "drug_names"])
 
 
 # Starts the clinic terminal: (settings, script, resume) -> exit code. Given by tui.launcher.
@@ -67,8 +48,8 @@ def cmd_ask(args) -> int:
     from appliance.sign_in import headless_clinician
     from appliance.tools.base import deny_all, signed_by
 
-    settings = _settings(args)
-    script = load_script(args.script) if args.script else None
+    settings = settings_from(args)
+    script = agent_script(args.script) if args.script else None
     if args.override_safety is not None and not args.approve_writes:
         raise ScriptError("--override-safety only applies with --approve-writes")
     if args.clinician is not None and not args.approve_writes:
@@ -102,7 +83,7 @@ def cmd_init(args) -> int:
 def cmd_smoke(args) -> int:
     from appliance.smoke import run_smoke
 
-    return run_smoke(_settings(args), as_json=args.json)
+    return run_smoke(settings_from(args), as_json=args.json)
 
 
 def cmd_selftest(args) -> int:
@@ -114,8 +95,8 @@ def cmd_selftest(args) -> int:
 def cmd_session(args) -> int:
     from appliance.repl import interactive_session
 
-    script = load_script(args.script) if getattr(args, "script", None) else None
-    return interactive_session(_settings(args), patient_id=getattr(args, "patient", None), script=script)
+    script = agent_script(args.script) if getattr(args, "script", None) else None
+    return interactive_session(settings_from(args), patient_id=getattr(args, "patient", None), script=script)
 
 
 def cmd_bench(args) -> int:
@@ -125,15 +106,15 @@ def cmd_bench(args) -> int:
         return run_tool_bench(n=args.calls, concepts=args.concepts, as_json=args.json, trials=args.trials)
     from appliance.bench import run_bench
 
-    return run_bench(_settings(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
+    return run_bench(settings_from(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
 
 
 def cmd_tui(args) -> int:
     if args.run_tui is None:
         raise ApplianceError("the clinic terminal starts from the appliance command "
                              "(or python -m tui.launcher), not from appliance.cli")
-    settings = _settings(args)
-    script = load_script(args.script) if getattr(args, "script", None) else None
+    settings = settings_from(args)
+    script = agent_script(args.script) if getattr(args, "script", None) else None
     resume = getattr(args, "session", None) or ("latest" if getattr(args, "resume", False) else None)
     return args.run_tui(settings, script, resume)
 

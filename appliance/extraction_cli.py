@@ -12,64 +12,19 @@ Invariants:
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from appliance.errors import ApplianceError, ScriptError
+from appliance.cli_support import ProgressBar, model_from
+from appliance.errors import ApplianceError
 
-STAGE_NAMES = {"pages": "pages", "criteria": "passages", "grounding": "grounding"}
-
-
-class ProgressBar:
-    """One self-rewriting line on stderr (a terminal only): stage, bar, counts."""
-
-    WIDTH = 24
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.shown = False
-
-    def show(self, label: str, done: int, total: int, criteria: int | None = None) -> None:
-        if not self.enabled:
-            return
-        filled = int(self.WIDTH * done / total) if total else self.WIDTH
-        tail = f"  criteria {criteria}" if criteria is not None else ""
-        self.stream.write(f"\r{label:<24} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}{tail}\x1b[K")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.shown = False
+STAGE_NAMES = {"pages": "pages", "criteria": "passages"}
 
 
 def _model(args):
-    if getattr(args, "script", None):
-        from appliance.extraction.stages import DETAILS_NODE, PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE
-        from appliance.llm.fake import ScriptedModel
+    from appliance.extraction.grounding import grounding_nodes
+    from appliance.extraction.stages import DETAILS_NODE, PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE
 
-        try:
-            data = json.loads(Path(args.script).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ScriptError(f"cannot read script {args.script}: {exc.strerror}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ScriptError(f"script {args.script} is not JSON") from None
-        from appliance.extraction.grounding import grounding_nodes
-
-        known = {PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE, DETAILS_NODE} | grounding_nodes()
-        if not isinstance(data, dict) or not set(data) <= known:
-            raise ScriptError(f"script {args.script} must be an object keyed by {', '.join(sorted(known))}")
-        return ScriptedModel(data)
-    from appliance.config import Settings
-    from appliance.runtime import load_model
-
-    settings = Settings()
-    if getattr(args, "model", None):
-        settings = settings.model_copy(update={"model": args.model})
-    return load_model(settings)
+    return model_from(args, {PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE, DETAILS_NODE} | grounding_nodes())
 
 
 def _config(args):
@@ -89,8 +44,8 @@ def cmd_extract(args) -> int:
     model = _model(args)
     bar = ProgressBar()
     try:
-        result = extract_criteria(documents, model, _config(args),
-                                  progress=lambda p: bar.show(STAGE_NAMES[p.stage], p.done, p.total, p.criteria))
+        result = extract_criteria(documents, model, _config(args), progress=lambda p: bar.show(
+            STAGE_NAMES[p.stage], p.done, p.total, f"criteria {p.criteria}"))
         if args.ground:
             from appliance.extraction.grounding import ground_criteria
 
@@ -135,7 +90,7 @@ def cmd_eval_extraction(args) -> int:
     bar = ProgressBar()
     try:
         report = run_eval(model, data_dir=data, limit=args.limit, config=_config(args),
-                          progress=lambda label, done, total: bar.show(label, done, total))
+                          progress=bar.show)
     finally:
         bar.close()
     if args.out:

@@ -16,35 +16,17 @@ Invariants:
 from __future__ import annotations
 
 import json
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from appliance.errors import ApplianceError, ScriptError
+from appliance.cli_support import ProgressBar, model_from
+from appliance.errors import ApplianceError
 
 
 def _model(args):
-    if getattr(args, "script", None):
-        from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
-        from appliance.llm.fake import ScriptedModel
+    from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
 
-        try:
-            data = json.loads(Path(args.script).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ScriptError(f"cannot read script {args.script}: {exc.strerror}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ScriptError(f"script {args.script} is not JSON") from None
-        known = {NODE_EXTRACT, NODE_EVALUATE}
-        if not isinstance(data, dict) or not set(data) <= known:
-            raise ScriptError(f"script {args.script} must be an object keyed by {', '.join(sorted(known))}")
-        return ScriptedModel(data)
-    from appliance.config import Settings
-    from appliance.runtime import load_model
-
-    settings = Settings()
-    if getattr(args, "model", None):
-        settings = settings.model_copy(update={"model": args.model})
-    return load_model(settings)
+    return model_from(args, (NODE_EXTRACT, NODE_EVALUATE))
 
 
 def _search(args, stack: ExitStack):
@@ -94,19 +76,6 @@ def cmd_ground(args) -> int:
     return 0
 
 
-def _progress():
-    if not sys.stderr.isatty():
-        return None, lambda: None
-
-    def show(done: int, total: int, seconds: float) -> None:
-        filled = int(24 * done / total) if total else 24
-        sys.stderr.write(f"\rgrounding [{'#' * filled}{'.' * (24 - filled)}] {done}/{total}  "
-                         f"{seconds / done:.1f} s per criterion\x1b[K")
-        sys.stderr.flush()
-
-    return show, lambda: (sys.stderr.write("\n"), sys.stderr.flush())
-
-
 def cmd_eval_grounding(args) -> int:
     from appliance.grounding.evaluation import (
         DEFAULT_DATA, distinct_criteria, format_metrics, metrics_from_run, new_run_dir, run_grounding_eval,
@@ -128,18 +97,19 @@ def cmd_eval_grounding(args) -> int:
 
             metrics = run_exact_phrase_baseline(umls_db_path(), new_run_dir(Path(args.out) if args.out else None),
                                                 data=data, limit=args.limit)
-            print(json.dumps(metrics, indent=2) if args.json else format_metrics(metrics))
-            return 0
-        model = _model(args)
-        show, done = _progress()
-        with ExitStack() as stack:
-            search = _search(args, stack)
-            run_dir = new_run_dir(Path(args.out) if args.out else None)
-            try:
-                metrics = run_grounding_eval(model, search, run_dir, data=data, limit=args.limit, progress=show)
-            finally:
-                if show:
-                    done()
+        else:
+            model = _model(args)
+            bar = ProgressBar()
+            with ExitStack() as stack:
+                search = _search(args, stack)
+                run_dir = new_run_dir(Path(args.out) if args.out else None)
+                try:
+                    metrics = run_grounding_eval(
+                        model, search, run_dir, data=data, limit=args.limit,
+                        progress=lambda done, total, seconds: bar.show(
+                            "grounding", done, total, f"{seconds / done:.1f} s per criterion"))
+                finally:
+                    bar.close()
     print(json.dumps(metrics, indent=2) if args.json else format_metrics(metrics))
     return 0
 

@@ -5,7 +5,8 @@ Invariants:
   once with one line and exit 2 (``PrescreenError`` is an ``ApplianceError``, turned into the
   message and exit code by ``appliance.cli``).
 - ``--json`` prints one object: ``{"patient_facts": ..., "trials": [...], ...}``; otherwise the
-  text report of ``prescreen.run.render_text``. Progress goes to stderr, so stdout stays the result.
+  text report of ``prescreen.run.render_text``. Progress goes to stderr (a terminal only), so
+  stdout stays the result.
 - ``--script FILE`` replaces the model with a scripted one (keys ``PRESCREEN_SEARCH``,
   ``CRITERION_INCLUSION``, ``CRITERION_EXCLUSION``; optional ``tools`` outcomes, as ``ask --script``).
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from appliance.cli_support import ProgressBar, load_script, settings_from
 
 STATUSES = ("recruiting", "active", "completed", "any")
 
@@ -32,23 +34,18 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_prescreen)
 
 
-def _progress(message: str) -> None:
-    print(f"\r{message[:100]:100}", end="", file=sys.stderr, flush=True)
-
-
 def cmd_prescreen(args: argparse.Namespace) -> int:
-    from appliance.config import Settings
-    from appliance.prescreen.run import read_facts, render_text, run_prescreen
+    from appliance.prescreen.evaluate import NODES
+    from appliance.prescreen.run import (
+        MAX_TRIALS_LIMIT, PrescreenBadArguments, read_facts, render_text, run_prescreen,
+    )
+    from appliance.prescreen.search import PROPOSE_NODE
     from appliance.tools.mcp_client import MCPToolBox
 
-    settings = Settings()
-    if args.model:
-        settings = settings.model_copy(update={"model": args.model})
-    script = _load_script(args.script) if args.script else None
-    if not 1 <= args.max_trials <= 20:
-        from appliance.prescreen.run import PrescreenError
-
-        raise PrescreenError("--max-trials must be between 1 and 20")
+    settings = settings_from(args)
+    script = load_script(args.script, [PROPOSE_NODE, *NODES.values(), "tools"]) if args.script else None
+    if not 1 <= args.max_trials <= MAX_TRIALS_LIMIT:
+        raise PrescreenBadArguments(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
     real = MCPToolBox()
     with real:
         tools = real
@@ -58,29 +55,15 @@ def cmd_prescreen(args: argparse.Namespace) -> int:
             tools = ScriptedToolBox(script.get("tools", {}), real)
         read_facts(tools, args.patient_id, settings.tool_deadline_seconds)  # fails fast, before the model loads
         model = _model(settings, script)
+        bar = ProgressBar()
         try:
             result = run_prescreen(model, tools, args.patient_id, condition=args.condition,
                                    max_trials=args.max_trials, status=args.status,
-                                   deadline=settings.tool_deadline_seconds, progress=None if args.json else _progress)
+                                   deadline=settings.tool_deadline_seconds, progress=bar.note)
         finally:
-            if not args.json:
-                print("\r" + " " * 100 + "\r", end="", file=sys.stderr, flush=True)
+            bar.close()
     print(json.dumps(result.to_json(), indent=2) if args.json else render_text(result))
     return 0
-
-
-def _load_script(path: str) -> dict:
-    from pathlib import Path
-
-    from appliance.errors import ScriptError
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ScriptError(f"cannot read script {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ScriptError(f"script {path} must be a JSON object keyed by node name")
-    return data
 
 
 def _model(settings, script: dict | None):

@@ -31,10 +31,8 @@ def model_path(settings: Settings) -> Path:
 def load_model(settings: Settings) -> LlamaModel:
     from appliance.llm.llama import LlamaModel
 
-    profile = get_profile(settings.model)
-    path = profile.path(models_dir(), settings.model_path)
-    return LlamaModel(profile, path, sha256=settings.model_sha256, n_threads=settings.n_threads,
-                      models_dir=models_dir())
+    return LlamaModel(get_profile(settings.model), model_path(settings), sha256=settings.model_sha256,
+                      n_threads=settings.n_threads, models_dir=models_dir())
 
 
 def build_agent(settings: Settings, script: dict | None = None, approver: Approver = deny_all,

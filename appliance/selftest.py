@@ -178,8 +178,8 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
         if injection else None,
         "audit": audit, "durability": durability, "faults": faults,
     })
-    out["ok"] = not failures(out)
-    out["failures"] = failures(out)
+    found = failures(out)
+    out["ok"], out["failures"] = not found, found
     return out
 
 

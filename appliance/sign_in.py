@@ -48,16 +48,12 @@ def read_password(prompt: str = "Password: ", stdin: TextIO | None = None) -> st
 def read_new_password(stdin: TextIO | None = None) -> str:
     """A new password: typed twice on a terminal, else one line of standard input; checked."""
     stdin = stdin if stdin is not None else sys.stdin
-    if _is_terminal(stdin):
-        first = getpass.getpass("New password: ")
-        check_password(first)
-        if getpass.getpass("Type it again: ") != first:
-            raise AccountError("the two passwords differ; nothing was changed")
-        return first
-    line = stdin.readline() if stdin is not None else ""
-    if not line:
-        raise AccountError("no password was given on standard input")
-    return check_password(line.rstrip("\r\n"))
+    if not _is_terminal(stdin):
+        return check_password(read_password(stdin=stdin))
+    first = check_password(getpass.getpass("New password: "))
+    if getpass.getpass("Type it again: ") != first:
+        raise AccountError("the two passwords differ; nothing was changed")
+    return first
 
 
 def headless_clinician(settings: Settings, name: str | None, store: AccountStore | None = None,

@@ -6,8 +6,9 @@ The other ``umls_*`` modules build on this one: ``umls_store`` builds the conten
 
 Invariants:
 - One SQLite file (``umls.sqlite``) opened through ``common.sqlite`` (WAL, busy timeout,
-  integrity check at first open). Connections are per call (tools may run in worker threads);
-  read connections are ``query_only``. Commits are not fsynced one by one (``durable=False``):
+  integrity check at the first writable open: builders check it, readers do not). Connections
+  are per call (tools may run in worker threads); read connections are ``query_only``.
+  Commits are not fsynced one by one (``durable=False``):
   the content is rebuilt from the shipped subset or an RRF release.
 - Schema changes are named, append-only migration functions recorded under the migration set
   ``umls``.

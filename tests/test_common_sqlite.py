@@ -86,6 +86,23 @@ def test_the_integrity_check_runs_once_per_file(tmp_path, monkeypatch):
     assert traced and not any("quick_check" in sql for sql in traced)
 
 
+
+def test_readers_of_a_rebuildable_store_skip_the_integrity_check(tmp_path, monkeypatch):
+    traced: list[str] = []
+    real_connect = sqlite3.connect
+
+    def tracing_connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(traced.append)
+        return conn
+
+    monkeypatch.setattr(sqlite.sqlite3, "connect", tracing_connect)
+    path = tmp_path / "rebuilt.sqlite"
+    sqlite.connect(path, read_only=True, durable=False).close()
+    assert traced and not any("quick_check" in sql for sql in traced)
+    sqlite.connect(path, durable=False).close()  # a builder's writable open checks it
+    assert "PRAGMA quick_check" in traced
+
 def test_write_transaction_is_all_or_nothing(tmp_path):
     db = sqlite.connect(tmp_path / "w.sqlite")
     sqlite.migrate(db, "test", STEPS)

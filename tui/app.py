@@ -109,7 +109,6 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         self.model_error: str | None = None
         self.tools_error: str | None = None
         self._down: frozenset[str] = frozenset()  # servers last announced as not answering
-        self._up: frozenset[str] = frozenset()  # servers whose last check or call answered
         self.store = None
         self.session = None
         self.history: list[tuple[str, str]] = []
@@ -153,10 +152,6 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             return isinstance(self.model, VisionModel) and self.model.vision_available
         return projector_problem(self.profile, models_dir()) is None
 
-    def model_notice(self) -> str | None:
-        """The loaded profile's standing notice ("demo model: answers are not clinical advice")."""
-        return self.profile.notice
-
     def notice(self, text: str, severity: str = "information") -> None:
         self.notices.append((severity, text))
         if self.locked:  # nothing shows over the sign-in or lock screen (a notice may name a patient)
@@ -178,14 +173,10 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self.notice(f"The clinical data services are not running ({self.tools_error}); "
                         "press F5 to start them again, then send the question.", "error")
             return
-        self.main.chat.add_question(message.text)
-        self._turn_ids += 1
         waiting = self.waiting_for()
-        reply = self.main.chat.add_reply(f"Waiting for {waiting}…" if waiting else "Thinking…")
-        self.turn = Turn(self._turn_ids, message.text, reply, self.patient_id, self.image_path)
+        self._new_turn(message.text, f"Waiting for {waiting}…" if waiting else "Thinking…", self.image_path)
         self.image_path = None
         self.main.attachment.clear()
-        self.refresh_bindings()
         if waiting and self.model is None:
             self.notice("The model is still loading; your question will be answered as soon as it is ready.")
         elif waiting:
@@ -193,24 +184,42 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         else:
             self._start_turn(self.turn)
 
-    def _start_turn(self, turn: Turn) -> None:
+    def _new_turn(self, question: str, waiting: str, image_path: str | None = None) -> Turn:
+        """The question and its waiting reply in the chat, as the running turn (not started)."""
+        self.main.chat.add_question(question)
+        self._turn_ids += 1
+        reply = self.main.chat.add_reply(waiting)
+        self.turn = Turn(self._turn_ids, question, reply, self.patient_id, image_path)
+        self.refresh_bindings()
+        return self.turn
+
+    def _begin(self, turn: Turn) -> None:
+        """The turn starts now: Escape cancels it and its trace opens."""
         turn.started = True
-        turn.reply.show("Thinking…")
         self.bridge.cancel = turn.cancel
         self.main.trace.start_turn(turn.id, turn.question)
+
+    def _start_turn(self, turn: Turn) -> None:
+        turn.reply.show("Thinking…")
+        self._begin(turn)
         self._run_turn(turn.id, turn.question, list(self.history), turn.patient_id, turn.image_path, turn.cancel)
 
     @work(thread=True, group="turn", exit_on_error=False)
     def _run_turn(self, turn_id: int, question: str, history: list, patient_id: str | None,
                   image_path: str | None, cancel: threading.Event) -> None:
+        self._post_outcome(
+            turn_id, cancel, self.agent.run_turn,
+            question, history=history, patient_id=patient_id, image_path=image_path,
+            on_event=lambda event: self.post_message(events.TurnTrace(turn_id, event)),
+            on_token=lambda piece: self.post_message(events.TurnToken(turn_id, piece)),
+            cancel=cancel,
+        )
+
+    def _post_outcome(self, turn_id: int, cancel: threading.Event, fn, /, *args, **kwargs) -> None:
+        """Runs in a turn's worker thread: ``fn`` (abandoned when the app closes), then its
+        result as ``TurnFinished`` or its error as ``TurnFailed``; nothing escapes."""
         try:
-            result = abandonable(
-                self._quitting, self.agent.run_turn,
-                question, history=history, patient_id=patient_id, image_path=image_path,
-                on_event=lambda event: self.post_message(events.TurnTrace(turn_id, event)),
-                on_token=lambda piece: self.post_message(events.TurnToken(turn_id, piece)),
-                cancel=cancel,
-            )
+            result = abandonable(self._quitting, fn, *args, **kwargs)
         except Closing:
             return
         except GenerationCancelled:
@@ -317,11 +326,15 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         else:
             turn.reply.border_subtitle = "cancelling…"
 
-    def _approval_context(self, tool: str, args: dict) -> ApprovalContext:
-        """Runs in the turn's thread: the chart of the patient being written to (the open one as
-        loaded, else read now) in the dialog's words, and the author of the write."""
+    def _approval_context(self, tool: str, args: dict, known_chart: dict | None = None) -> ApprovalContext:
+        """Runs in the turn's thread: the chart of the patient being written to (the one the safety
+        gate just read, else the open one as loaded, else read now) in the dialog's words, and the
+        author of the write."""
         pid = args.get("patient_id")
-        chart = self.chart if (pid and pid == self.patient_id and self.chart) else None
+        gate_read = (known_chart or {}).get("patient") or {}
+        chart = known_chart if (pid and gate_read.get("patient_id") == pid) else None
+        if chart is None and pid and pid == self.patient_id and self.chart:
+            chart = self.chart
         if chart is None and pid and self.tools is not None:
             outcome = call_tool(self.tools, "get_patient_chart", {"patient_id": pid}, self.settings.tool_deadline_seconds)
             chart = outcome.result if outcome.ok else None

@@ -37,7 +37,7 @@ class ApprovalContext:
 
 class ApprovalBridge:
     def __init__(self, app: App, make_screen: Callable[..., object],
-                 describe: Callable[[str, dict], ApprovalContext | None] | None = None,
+                 describe: Callable[[str, dict, dict | None], ApprovalContext | None] | None = None,
                  present: Callable[[object, Callable], None] | None = None,
                  clinician: Callable[[], str | None] | None = None):
         self._app = app
@@ -78,7 +78,8 @@ class ApprovalBridge:
             decided.set()
 
         try:
-            context = self._describe(tool, dict(args)) if self._describe else None
+            known_chart = getattr(safety, "chart", None)  # the chart the gate read, if it ran
+            context = self._describe(tool, dict(args), known_chart) if self._describe else None
             if context is not None and safety is not None:  # the agent's gate ran: its findings
                 context = replace(context, findings=safety.lines())
         except Exception:  # noqa: BLE001 - the dialog still opens, saying what it could not read

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from rich.text import Text
+
 # SNOMED CT: 716186003 No known allergy; 409137002 No known drug allergy.
 NO_KNOWN_ALLERGY_CODES = {"716186003": "no known allergies", "409137002": "no known drug allergies"}
 _NKA_TEXT = re.compile(r"^\s*(nka|nkda|no known (drug )?allerg(y|ies))\s*$", re.IGNORECASE)
@@ -52,6 +54,19 @@ def allergy_status(chart: dict) -> tuple[str, list[str]]:
     if none_known:
         return "none_known", [none_known[0]]
     return "not_recorded", [NOT_RECORDED]
+
+
+def allergy_text(status: str, lines: list[str]) -> Text:
+    """The allergy line of ``allergy_status``: recorded allergies after a reversed ALLERGIES
+    (readable on a 16-colour console), "not recorded" in yellow, a no-known statement plain."""
+    text = Text()
+    if status == "recorded":
+        text.append("ALLERGIES:", style="bold reverse red")
+        text.append(" " + "; ".join(lines), style="bold red")
+    else:
+        text.append("Allergies: ", style="bold")
+        text.append(lines[0], style="bold yellow" if status == "not_recorded" else "")
+    return text
 
 
 def identity_line(chart: dict) -> str:

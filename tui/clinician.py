@@ -62,9 +62,10 @@ class ClinicianHandling:
         if self.clinician is not None and not self.locked and time.monotonic() - self._last_input >= idle:
             self.action_lock()
 
-    def _show_sign_in(self, note: str | None = None) -> None:
+    def _show_sign_in(self, note: str | None = None, locked: Account | None = None) -> None:
+        """The sign-in screen over everything; ``locked``: the lock screen of that clinician."""
         self.locked = True
-        self.push_screen(SignInScreen(self.accounts.verify, cursor_blink=self.cursor_blink, note=note),
+        self.push_screen(SignInScreen(self.accounts.verify, locked=locked, cursor_blink=self.cursor_blink, note=note),
                          callback=self._signed_in)
 
     def action_lock(self) -> None:
@@ -73,9 +74,7 @@ class ClinicianHandling:
                 self.notice("There are no clinician accounts on this appliance, so there is nothing to unlock with "
                             "(`appliance user add NAME` creates one).", "warning")
             return
-        self.locked = True
-        self.push_screen(SignInScreen(self.accounts.verify, locked=self.clinician, cursor_blink=self.cursor_blink),
-                         callback=self._signed_in)
+        self._show_sign_in(locked=self.clinician)
 
     def _signed_in(self, account: Account | None) -> None:
         if account is None:  # the screen returns only a verified account

@@ -13,6 +13,7 @@ from pathlib import Path
 from appliance.agent.state import TraceEvent
 from appliance.sessions import Session, StoredMessage
 from appliance.wording import local_time
+from common.locations import PRIVATE_FILE_MODE, private_dir
 from tui.widgets.trace_panel import approval_line, trace_line
 
 
@@ -52,10 +53,10 @@ def session_markdown(session: Session, messages: list[StoredMessage], model_noti
 
 def write_export(folder: Path, session: Session, text: str) -> Path:
     """Write ``text`` to a new private file in ``folder``; returns its path."""
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(folder)
     stamp = local_time(session.updated_at).replace(" ", "_").replace(":", "")
     path = folder / f"session-{stamp}-{session.id[:8]}.md"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     return path

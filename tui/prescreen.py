@@ -14,18 +14,12 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass, field
 
 from textual import work
 from textual.message import Message
 
-from appliance.errors import ApplianceError, GenerationCancelled
-from tui import events
-from tui.workers import Closing, Turn, abandonable
-
-log = logging.getLogger(__name__)
 TUI_MAX_TRIALS = 3
 FOOTNOTE = "Automated prescreen against the chart: confirm every criterion with the full record and the trial team."
 
@@ -61,38 +55,23 @@ class PrescreenHandling:
             return
         name = ((self.chart or {}).get("patient") or {}).get("name")
         question = f"Prescreen {name + ' (' + self.patient_id + ')' if name else self.patient_id} for clinical trials"
-        self.main.chat.add_question(question)
-        self._turn_ids += 1
-        reply = self.main.chat.add_reply("Prescreening: reading the chart…")
-        turn = Turn(self._turn_ids, question, reply, self.patient_id, None, started=True)
-        self.turn = turn
-        self.bridge.cancel = turn.cancel
-        self.main.trace.start_turn(turn.id, question)
-        self.refresh_bindings()
+        turn = self._new_turn(question, "Prescreening: reading the chart…")
+        self._begin(turn)
         self._run_prescreen(turn.id, turn.patient_id, turn.cancel)
 
     @work(thread=True, group="turn", exit_on_error=False)
     def _run_prescreen(self, turn_id: int, patient_id: str, cancel: threading.Event) -> None:
         from appliance.prescreen.run import render_text, run_prescreen
 
-        try:
-            result = abandonable(
-                self._quitting, run_prescreen, self.model, self.tools, patient_id, max_trials=TUI_MAX_TRIALS,
+        def prescreen() -> PrescreenAnswer:
+            result = run_prescreen(
+                self.model, self.tools, patient_id, max_trials=TUI_MAX_TRIALS,
                 deadline=self.settings.tool_deadline_seconds, cancel=cancel,
                 progress=lambda text: self.post_message(PrescreenProgress(turn_id, text)),
             )
-        except Closing:
-            return
-        except GenerationCancelled:
-            self.post_message(events.TurnFailed(turn_id, "cancelled", cancelled=True))
-        except ApplianceError as exc:
-            self.post_message(events.TurnFailed(turn_id, str(exc), cancelled=cancel.is_set()))
-        except Exception as exc:  # noqa: BLE001 - a third-party exception never crashes the terminal
-            log.exception("prescreen failed")
-            self.post_message(events.TurnFailed(turn_id, f"an unexpected {type(exc).__name__} occurred",
-                                                cancelled=cancel.is_set()))
-        else:
-            self.post_message(events.TurnFinished(turn_id, PrescreenAnswer(render_text(result))))
+            return PrescreenAnswer(render_text(result))
+
+        self._post_outcome(turn_id, cancel, prescreen)
 
     def on_prescreen_progress(self, message: PrescreenProgress) -> None:
         turn = self._current(message.turn_id)

@@ -47,7 +47,6 @@ class ServiceHandling:
     model_error: str | None
     tools_error: str | None
     _down: frozenset[str]  # servers last announced as not answering
-    _up: frozenset[str]  # servers whose last health check or call answered
     _tools_generation: int  # bumped when a tool box is closed for a change of clinician
 
     # -- the model --------------------------------------------------------------------------
@@ -100,7 +99,7 @@ class ServiceHandling:
         """Close the tool box (a change of clinician); a start-up still running is disowned."""
         self._tools_generation += 1
         tools, self.tools, self.agent, self.drug_names, self.tools_error = self.tools, None, None, None, None
-        self._up, self._down = frozenset(), frozenset()
+        self._down = frozenset()
         self.main.status.set_health({s: None for s in SERVERS})
         if tools is not None:
             threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
@@ -189,8 +188,6 @@ class ServiceHandling:
 
     def on_server_health(self, message: events.ServerHealth) -> None:
         self.main.status.set_health(message.health)
-        self._up = (self._up | {s for s, ok in message.health.items() if ok}) - {
-            s for s, ok in message.health.items() if not ok}
         self.refresh_bindings()
         down = (self._down | {s for s, ok in message.health.items() if ok is False}) - {
             s for s, ok in message.health.items() if ok is not False}
@@ -213,11 +210,12 @@ class ServiceHandling:
             return
         if error_type in SERVER_FAULTS:
             self.on_server_health(events.ServerHealth({server: False}))
-        elif error_type is None and server not in self._up:
+        elif error_type is None and self.main.status.health.get(server) is not True:
             self.on_server_health(events.ServerHealth({server: True}))
 
     def servers_not_known_up(self) -> bool:
-        return bool(set(SERVERS) - self._up)
+        """Some server is not shown as up in the status line (down, or not yet checked)."""
+        return any(self.main.status.health.get(s) is not True for s in SERVERS)
 
     # -- both -------------------------------------------------------------------------------
     def _maybe_ready(self) -> None:

@@ -105,7 +105,7 @@ class SessionHandling:
             return
         folder = (self._sessions_path.parent if self._sessions_path else data_home()) / "exports"
         try:
-            path = write_export(folder, session, session_markdown(session, messages, self.model_notice()))
+            path = write_export(folder, session, session_markdown(session, messages, self.profile.notice))
         except OSError as exc:
             self.notice(f"The conversation could not be exported: {exc.strerror}", "error")
             return

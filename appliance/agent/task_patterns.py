@@ -146,8 +146,6 @@ WRITES = {
     ALLERGY: Step("allergy", ALLERGY, "record the allergy"),
     NOTE: Step("clinical_note", NOTE, "save the note"),
 }
-STEPS = READS + tuple(WRITES.values())
-BY_TOOL = {step.tool: step for step in STEPS}
 
 
 def named_steps(query: str) -> tuple[Step, ...]:

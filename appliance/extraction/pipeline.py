@@ -222,18 +222,15 @@ class _Run:
                       "split": split_how, "type": "heading" if unit.side else "none", "details": "off"}
         crit = Criterion(text=text, type=unit.side, category=None, assertion=None, thresholds=[], temporal=None,
                          triplets=[], document=doc.name, page=unit.page, provenance=provenance)
-        if not self.config.details:
+        details = None
+        if self.config.details:
+            details = self.ask(f"{doc.name} page {unit.page}: details",
+                               lambda: stages.describe(self.model, text, unit.side), None)
+            provenance["details"] = "failed" if details is None else "model"
+        if details is None:  # code's finds only
             crit.thresholds = stages.thresholds_in_text(text)
             crit.temporal = stages.temporal_in_text(text)
             return crit
-        details = self.ask(f"{doc.name} page {unit.page}: details",
-                           lambda: stages.describe(self.model, text, unit.side), None)
-        if details is None:
-            provenance["details"] = "failed"
-            crit.thresholds = stages.thresholds_in_text(text)
-            crit.temporal = stages.temporal_in_text(text)
-            return crit
-        provenance["details"] = "model"
         provenance["model_type"] = details.type  # kept beside the heading's, so the model can be measured
         if unit.side is None:
             crit.type, provenance["type"] = details.type, "model"

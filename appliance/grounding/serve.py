@@ -46,7 +46,7 @@ def make_grounder(model: LanguageModel, db_path: Path | str, config: GroundingCo
 
 
 def main(argv: list[str] | None = None) -> int:
-    from appliance.config import Settings
+    from appliance.cli_support import settings_from
     from appliance.runtime import load_model
     from common.locations import umls_db_path
 
@@ -55,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--model")
     pre.add_argument("--db", type=Path)
     known, rest = pre.parse_known_args(argv)
-    settings = Settings()
-    if known.model:
-        settings = settings.model_copy(update={"model": known.model})
+    settings = settings_from(known)
     db = known.db or umls_db_path()
     try:
         model = load_model(settings)

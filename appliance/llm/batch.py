@@ -156,7 +156,7 @@ class BatchRunner:
                 slot.pos = n_static
             if slot.pos + len(prompt) + job.max_tokens > self.n_ctx_per_seq:
                 results[index] = BatchResult("", None, GenerationError(
-                    f"a prompt of {len(prompt)} tokens and up to {job.max_tokens} generated tokens do not fit "
+                    f"a prompt of {slot.pos + len(prompt)} tokens and up to {job.max_tokens} generated tokens do not fit "
                     f"a {self.n_ctx_per_seq}-token batch slot"))
                 slot.done = True
                 active[seq] = (slot, None)

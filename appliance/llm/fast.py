@@ -22,6 +22,7 @@ import ctypes
 import json
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Callable
 
 import numpy as np
 from pydantic import BaseModel
@@ -324,30 +325,13 @@ class SchemaDecoder:
         self.literal("}")
 
     def _object_array(self, schema: dict, defs: dict, tail: int = 0) -> None:
-        """An array of objects: past ``minItems`` each further item is a choice between its
-        opening brace and "]", made only while the budget still affords a shortest item."""
+        """An array of objects (each item's braces counted in its shortest form)."""
         items = schema.get("items") or {}
         if "$ref" in items:
             items = defs[items["$ref"].split("/")[-1]]
-        lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
         shortest = output_chars(items, defs, longest=False)  # one item, its braces included
-        self.literal("[")
-        n = 0
-        while n < hi:
-            opener = "{" if n == 0 else ",{"
-            if n >= lo:
-                # another item needs its opener, the rest of its shortest form, "]" and the tail
-                if not self._affords(len(opener) + shortest + tail):
-                    self.literal("]")
-                    return
-                if self.choose([opener, "]"], tail) == "]":
-                    return
-            else:
-                self.literal(opener)
-            required_after = max(0, lo - n - 1) * (1 + shortest)
-            self._object(items, defs, required_after + 1 + tail, opened=True)
-            n += 1
-        self.literal("]")
+        self._array(schema, tail, "{", shortest, 1 + shortest,
+                    lambda item_tail: self._object(items, defs, item_tail, opened=True))
 
     def _string_array(self, schema: dict, defs: dict, tail: int = 0) -> None:
         items = schema.get("items") or {}
@@ -355,24 +339,33 @@ class SchemaDecoder:
             items = defs[items["$ref"].split("/")[-1]]
         if items.get("type") != "string" or "enum" in items:
             raise ValueError("the fast decoder handles arrays of free strings only")
-        lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
         lo_len, hi_len = int(items.get("minLength", 0)), int(items.get("maxLength", 2000))
+        # an item after its opening quote: its shortest body and closing quote (+1 spare);
+        # a required item still to come: its comma, both quotes and its shortest body
+        self._array(schema, tail, '"', lo_len + 2, 3 + lo_len,
+                    lambda item_tail: self.string_body(lo_len, hi_len, item_tail))
+
+    def _array(self, schema: dict, tail: int, opening: str, afford_item: int, required_item: int,
+               item: Callable[[int], None]) -> None:
+        """A JSON array: past ``minItems`` each further item is a choice between its opening
+        text and "]", made only while the budget still affords the item (``afford_item``
+        characters after its opening, then "]" and the tail). ``item(tail)`` decodes one item
+        after its opening text; ``tail`` counts the required items still to come
+        (``required_item`` characters each), "]" and what follows the array."""
+        lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
         self.literal("[")
         n = 0
         while n < hi:
-            opener = '"' if n == 0 else ',"'
+            opener = opening if n == 0 else "," + opening
             if n >= lo:
-                # another item needs its opener, its shortest body, a quote, "]" and the tail
-                if not self._affords(len(opener) + lo_len + 2 + tail):
+                if not self._affords(len(opener) + afford_item + tail):
                     self.literal("]")
                     return
                 if self.choose([opener, "]"], tail) == "]":
                     return
             else:
                 self.literal(opener)
-            # this item's tail: the remaining required items at their shortest, then "]"
-            required_after = max(0, lo - n - 1) * (3 + lo_len)
-            self.string_body(lo_len, hi_len, required_after + 1 + tail)
+            item(max(0, lo - n - 1) * required_item + 1 + tail)
             n += 1
         self.literal("]")
 

@@ -265,19 +265,29 @@ class LlamaModel:
         )
         return parse_constrained(text, vision.ImageFindings)
 
-    def generate_constrained_batch(self, jobs: Sequence[BatchJob], *, parallel: int = 16, n_ctx_per_seq: int = 1024,
-                                   seed: int = 0) -> list[BatchResult]:
+    def generate_constrained_batch(self, jobs: Sequence[BatchJob], *, parallel: int = 16,
+                                   n_ctx_per_seq: int | None = None, seed: int = 0) -> list[BatchResult]:
         """Independent constrained calls decoded side by side (``appliance.llm.batch``): a
         list of ``BatchResult`` in the jobs' order, each with its text and validated value or
-        its error. Every schema must have a safe grammar and be one the fast decoder handles."""
+        its error. Every schema must have a safe grammar and be one the fast decoder handles.
+        Each sequence's slot fits the longest job (prompt plus token limit) unless given."""
         for schema in {job.schema for job in jobs}:
             output_schema(schema)
             if not fast_handles(schema):
                 raise SchemaNotSupported(f"{schema.__name__}: batch decoding needs a fast-decoder schema")
-        with self._lock:
+        with self._lock:  # tokenizing uses the llama.cpp object too
+            if n_ctx_per_seq is None:
+                n_ctx_per_seq = self._slot_for(jobs)
             table = self.table
             with BatchRunner(self._llm, table, parallel=parallel, n_ctx_per_seq=n_ctx_per_seq) as runner:
                 return runner.run(jobs, seed=seed)
+
+    def _slot_for(self, jobs: Sequence[BatchJob]) -> int:
+        """The smallest slot (a multiple of 256 tokens, at most the model's context) that holds
+        every job's whole prompt and token limit; prompts change as nodes' prompts grow."""
+        longest = max((len(tokenize_parts(self.cache.raw_tokenize, render_parts(job.messages), bos=True))
+                       + job.max_tokens for job in jobs), default=0)
+        return min(max(1024, -(-longest // 256) * 256), self.profile.n_ctx)
 
     def generate_free(
         self,

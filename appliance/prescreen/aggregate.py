@@ -84,6 +84,12 @@ def _quote(text: str) -> str:
     return f"'{text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3].rstrip() + '...'}'"
 
 
+def _quote_some(judgements: Sequence[CriterionJudgement], indices: tuple[int, ...], shown: int = 3) -> str:
+    """The first ``shown`` criteria quoted, and how many more."""
+    quoted = "; ".join(_quote(judgements[i].criterion) for i in indices[:shown])
+    return quoted + (f" and {len(indices) - shown} more" if len(indices) > shown else "")
+
+
 def question_for(j: CriterionJudgement) -> str:
     if j.criterion_type == "inclusion":
         return f"Does the patient meet the inclusion criterion {_quote(j.criterion)}?"
@@ -99,16 +105,12 @@ def aggregate(judgements: Sequence[CriterionJudgement]) -> TrialVerdict:
     inclusions = sum(1 for j in judgements if j.criterion_type == "inclusion")
     exclusions = len(judgements) - inclusions
     if failed:
-        quoted = "; ".join(_quote(judgements[i].criterion) for i in failed[:3])
-        more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
         return TrialVerdict("NOT_ELIGIBLE", f"Not eligible: the chart fails {len(failed)} inclusion "
-                            f"criteri{'on' if len(failed) == 1 else 'a'}: {quoted}{more}.",
+                            f"criteri{'on' if len(failed) == 1 else 'a'}: {_quote_some(judgements, failed)}.",
                             failed, present, unknown, ())
     if present:
-        quoted = "; ".join(_quote(judgements[i].criterion) for i in present[:3])
-        more = f" and {len(present) - 3} more" if len(present) > 3 else ""
         return TrialVerdict("EXCLUDED", f"Excluded: {len(present)} exclusion condition"
-                            f"{' is' if len(present) == 1 else 's are'} present: {quoted}{more}.",
+                            f"{' is' if len(present) == 1 else 's are'} present: {_quote_some(judgements, present)}.",
                             failed, present, unknown, ())
     if not judgements:
         return TrialVerdict("UNCERTAIN", "Uncertain: the trial's eligibility criteria are not in the local cache.",

@@ -10,7 +10,8 @@ Invariants:
 - The verdicts are ``aggregate``'s rules, never the model's; the result shows the patient facts
   used, every search made and why it stopped, and every criterion with its citations.
 - Expected failures are ``PrescreenError``s with a clinician-safe message: an unknown patient is
-  ``PrescreenPatientNotFound`` (the CLI's exit 2). A cancelled run raises ``GenerationCancelled``.
+  ``PrescreenPatientNotFound``, unusable arguments ``PrescreenBadArguments`` (the CLI's exit 2).
+  A cancelled run raises ``GenerationCancelled``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class PrescreenError(ApplianceError):
 
 class PrescreenPatientNotFound(PrescreenError):
     """The record holds no patient with that ID."""
+
+
+class PrescreenBadArguments(PrescreenError):
+    """The arguments cannot be used (a malformed patient ID, a trial count out of range)."""
 
 
 @dataclass
@@ -84,16 +89,12 @@ class PrescreenResult:
         }
 
 
-def _call(tools: ToolBox, tool: str, args: dict, deadline: float):
-    return tools.call(tool, args, deadline)
-
-
 def read_facts(tools: ToolBox, patient_id: str, deadline: float = 10.0) -> PatientFacts:
     """The patient's chart as key facts; an unknown or malformed ID is a ``PrescreenError``."""
     pid = patient_id.strip()
     if not is_patient_id(pid):
-        raise PrescreenError(f"'{patient_id}' is not a patient ID (letters, digits, '-' and '.' only)")
-    outcome = _call(tools, "get_patient_chart", {"patient_id": pid}, deadline)
+        raise PrescreenBadArguments(f"'{patient_id}' is not a patient ID (letters, digits, '-' and '.' only)")
+    outcome = tools.call("get_patient_chart", {"patient_id": pid}, deadline)
     if outcome.error_type == "patient_not_found":
         raise PrescreenPatientNotFound(f"no patient with ID {pid} in the health record")
     if not outcome.ok:
@@ -136,7 +137,7 @@ def run_prescreen(
 ) -> PrescreenResult:
     """Prescreen one patient (see the module docstring)."""
     if not 1 <= max_trials <= MAX_TRIALS_LIMIT:
-        raise PrescreenError(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
+        raise PrescreenBadArguments(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
     say = progress or (lambda _m: None)
     started = time.perf_counter()
     facts = read_facts(tools, patient_id, deadline)
@@ -149,7 +150,7 @@ def run_prescreen(
     model_calls = search.proposals
     for rank, candidate in enumerate(search.candidates):
         _check(cancel)
-        outcome = _call(tools, "get_trial_details", {"nct_id": candidate.nct_id}, deadline)
+        outcome = tools.call("get_trial_details", {"nct_id": candidate.nct_id}, deadline)
         summary = candidate.summary
         if not outcome.ok:
             verdict = aggregate([])
@@ -220,5 +221,5 @@ def render_text(result: PrescreenResult, *, criteria: bool = True) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_MAX_TRIALS", "PrescreenError", "PrescreenPatientNotFound", "PrescreenResult", "TrialResult",
+__all__ = ["DEFAULT_MAX_TRIALS", "PrescreenBadArguments", "PrescreenError", "PrescreenPatientNotFound", "PrescreenResult", "TrialResult",
            "code_criteria", "read_facts", "render_text", "run_prescreen"]

@@ -24,6 +24,7 @@ from appliance.errors import GenerationCancelled, GenerationError
 from appliance.llm.base import LanguageModel
 from appliance.prescreen.run import (
     DISCLAIMER,
+    PrescreenBadArguments,
     PrescreenError,
     PrescreenPatientNotFound,
     PrescreenResult,
@@ -60,9 +61,10 @@ def prescreen_outcome(model: LanguageModel, tools: ToolBox, args: dict, deadline
         raise
     except PrescreenPatientNotFound as exc:
         return ToolOutcome(error_type="patient_not_found", message=str(exc))
+    except PrescreenBadArguments as exc:
+        return ToolOutcome(error_type="invalid_args", message=str(exc))
     except PrescreenError as exc:
-        return ToolOutcome(error_type="invalid_args" if "not a patient ID" in str(exc) else "server_error",
-                           message=str(exc))
+        return ToolOutcome(error_type="server_error", message=str(exc))
     except GenerationError as exc:
         return ToolOutcome(error_type="server_error", message=f"the prescreen's model call failed ({type(exc).__name__})")
     return ToolOutcome(result=agent_result(result))

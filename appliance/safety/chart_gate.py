@@ -9,6 +9,8 @@ run (high, so a headless run is refused without an override).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from appliance.errors import ApplianceError
 from appliance.safety.gate import check_prescription
 from appliance.safety.knowledge import SafetyLookupError, ToolBoxKnowledge
@@ -29,7 +31,8 @@ class ChartSafetyGate:
         try:
             outcome = self._tools.call("get_patient_chart", {"patient_id": args.get("patient_id")}, self._deadline)
             chart = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
-            return check_prescription(drug, chart, ToolBoxKnowledge(self._tools, self._deadline))
+            report = check_prescription(drug, chart, ToolBoxKnowledge(self._tools, self._deadline))
+            return replace(report, chart=chart or None)
         except (ApplianceError, SafetyLookupError, OSError, TimeoutError):
             return not_run(drug)
 

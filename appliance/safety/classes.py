@@ -275,13 +275,9 @@ def classes_of(ingredients: frozenset[str] | set[str]) -> frozenset[str]:
     return frozenset(c for i in ingredients for c in INGREDIENT_CLASSES.get(i, ()))
 
 
-def rxnorm_codes(ingredients: frozenset[str] | set[str]) -> frozenset[str]:
-    return frozenset(RXNORM_INGREDIENTS[i] for i in ingredients if i in RXNORM_INGREDIENTS)
-
-
 __all__ = [
     "BY_REACTION", "CLASSES", "CLASS_ALIASES", "CLASS_ALLERGY", "CROSS_CLASS_RULES", "DUPLICATE_GROUPS", "HIGH",
     "INFO", "INGREDIENT_ALIASES", "INGREDIENT_CLASSES", "KNOWN_INGREDIENTS", "LOW", "LOW_CROSS", "MODERATE",
     "OTHER_INGREDIENTS", "RXNORM_TO_INGREDIENT", "CrossClassRule", "DrugClass", "classes_named_in", "classes_of", "fold",
-    "ingredients_in", "rxnorm_codes",
+    "ingredients_in",
 ]

@@ -59,33 +59,37 @@ def nothing_recognised(names: list[str]) -> dict:
 
 
 class StoreKnowledge:
-    """In process, over a knowledge database file (tests, and tools that hold the file)."""
+    """In process, over a knowledge database file (tests, and tools that hold the file): one
+    read-only connection, opened at the first lookup and kept until ``close`` (a matrix run
+    makes hundreds of lookups)."""
 
     def __init__(self, db_path: Path | str):
         self.db_path = Path(db_path)
+        self._conn = None
 
     def _db(self):
-        return connect(self.db_path, read_only=True)
+        if self._conn is None:
+            self._conn = connect(self.db_path, read_only=True)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def drug_safety(self, name: str) -> dict | None:
-        db = self._db()
         try:
-            return queries.drug_safety(db, name)
+            return queries.drug_safety(self._db(), name)
         except DrugNotFound:
             return None
         except AmbiguousDrugName as exc:
             raise AmbiguousDrug(name, exc.candidates) from None
-        finally:
-            db.close()
 
     def interactions(self, names: list[str]) -> dict:
-        db = self._db()
         try:
-            return queries.check_interactions(db, names)
+            return queries.check_interactions(self._db(), names)
         except (DrugNotFound, AmbiguousDrugName):
             return nothing_recognised(names)
-        finally:
-            db.close()
 
 
 class ToolBoxKnowledge:

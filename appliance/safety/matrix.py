@@ -432,19 +432,22 @@ def run_matrix(ehr_db_path: Path | str, knowledge_db_path: Path | str) -> dict:
     repo, knowledge = EhrRepository(ehr_db_path), StoreKnowledge(knowledge_db_path)
     missed, false_alarms, by_kind = Counter(), Counter(), Counter()
     false_clear, blocking, problems = 0, 0, []
-    for patient, cells in EXPECTED.items():
-        chart = repo.get_patient_chart(patient, today=AS_OF)
-        for drug, expected in cells.items():
-            report = check_prescription(drug, chart, knowledge)
-            miss, alarm, clear = cell_problems(drug, expected, report)
-            missed += miss
-            false_alarms += alarm
-            false_clear += clear
-            blocking += report.blocking
-            by_kind.update(kind for kind, _ in actual(report).elements())
-            if miss or alarm or clear:
-                problems.append(f"{patient} {drug}: missed {dict(miss)}, false alarms {dict(alarm)}"
-                                + (", reported clear" if clear else "") + ": " + " | ".join(report.lines()))
+    try:
+        for patient, cells in EXPECTED.items():
+            chart = repo.get_patient_chart(patient, today=AS_OF)
+            for drug, expected in cells.items():
+                report = check_prescription(drug, chart, knowledge)
+                miss, alarm, clear = cell_problems(drug, expected, report)
+                missed += miss
+                false_alarms += alarm
+                false_clear += clear
+                blocking += report.blocking
+                by_kind.update(kind for kind, _ in actual(report).elements())
+                if miss or alarm or clear:
+                    problems.append(f"{patient} {drug}: missed {dict(miss)}, false alarms {dict(alarm)}"
+                                    + (", reported clear" if clear else "") + ": " + " | ".join(report.lines()))
+    finally:
+        knowledge.close()
     return {"cases": sum(len(cells) for cells in EXPECTED.values()), "patients": len(EXPECTED), "drugs": len(DRUGS),
             "missed": sum(missed.values()), "false_alarms": sum(false_alarms.values()), "false_clear": false_clear,
             "findings": dict(sorted(by_kind.items())), "blocking": blocking, "problems": problems}

@@ -58,6 +58,9 @@ class SafetyReport:
     ingredients: tuple[str, ...]  # ingredients recognised in the name (curated table, catalogue, data)
     findings: tuple[Finding, ...]  # most severe first
     checked: dict[str, bool]  # CHECKS -> ran over complete inputs
+    # The chart the checks read, so the approval dialog shows the same chart without reading it
+    # again; not part of the findings (never compared, printed or audited).
+    chart: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def blocking(self) -> bool:

@@ -44,8 +44,6 @@ class ScriptedToolBox:
             return queue.popleft()
         if self._fallback is None:
             raise ScriptError(f"no scripted outcome left for {tool} and no real tools to fall back on")
-        if idempotency_key is None:
-            return self._fallback.call(tool, args, deadline)
         return self._fallback.call(tool, args, deadline, idempotency_key=idempotency_key)
 
     def drug_names(self) -> list[str]:

@@ -8,6 +8,7 @@ import pytest
 
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database
+from mcp_servers import ehr
 
 
 @pytest.fixture
@@ -20,3 +21,11 @@ def ehr_path(tmp_path) -> Path:
 @pytest.fixture
 def repo(ehr_path) -> EhrRepository:
     return EhrRepository(ehr_path)
+
+
+@pytest.fixture
+def server(ehr_path):
+    """The 'ehr' MCP server pointed at ``ehr_path`` for the test."""
+    ehr.configure(ehr_path)
+    yield ehr.mcp
+    ehr.configure(None)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
+
+from fastmcp import Client
 
 from ehr_db.migrations import CLINICAL_TABLES
 
@@ -26,3 +29,11 @@ def audit_rows(path: Path) -> list[dict]:
         return [dict(r) for r in conn.execute("SELECT * FROM audit_log ORDER BY id")]
     finally:
         conn.close()
+
+
+def call(server, tool: str, args: dict):
+    """One tool call through an in-memory fastmcp Client; the result's data."""
+    async def go():
+        async with Client(server) as client:
+            return (await client.call_tool(tool, args)).data
+    return asyncio.run(go())

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 
 import pytest
+from ehr_helpers import call
 from sqlite_utils import Database
 
 from appliance.cli import main
@@ -176,20 +177,14 @@ def test_bad_events_are_refused_and_change_nothing(home_db, kind, patient, actor
 
 
 def test_the_server_records_events_for_the_agent(home_db, monkeypatch):
-    import asyncio
-
-    from fastmcp import Client
-
     from mcp_servers import ehr
 
     monkeypatch.setenv("APPLIANCE_USER", "dr.server")
     ehr.configure(home_db)
     try:
-        async def go():
-            async with Client(ehr.mcp) as client:
-                return (await client.call_tool(ehr.AUDIT_EVENT_TOOL, {
-                    "kind": "rejection", "patient_id": "abc-123", "details": {"tool": "prescribe_medication"}})).data
-        assert asyncio.run(go()) == {"seq": 6, "kind": "rejection"}
+        assert call(ehr.mcp, ehr.AUDIT_EVENT_TOOL, {
+            "kind": "rejection", "patient_id": "abc-123", "details": {"tool": "prescribe_medication"}}) == {
+            "seq": 6, "kind": "rejection"}
     finally:
         ehr.configure(None)
     last = EhrRepository(home_db).audit_trail("abc-123")[-1]

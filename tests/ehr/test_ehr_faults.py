@@ -31,13 +31,6 @@ def call_error(tool, args) -> tuple[str, str]:
     return parse_tool_error(str(exc.value))
 
 
-@pytest.fixture
-def server(ehr_path):
-    ehr.configure(ehr_path)
-    yield ehr_path
-    ehr.configure(None)
-
-
 def _genuine(make) -> sqlite3.Error:
     """A real sqlite3 exception (with SQLite's error code), not a hand-made one."""
     try:

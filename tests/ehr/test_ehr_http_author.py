@@ -11,7 +11,7 @@ import time
 
 import pytest
 import uvicorn
-from ehr_helpers import audit_rows
+from ehr_helpers import audit_rows, call
 from fastmcp import Client
 
 from appliance.tools.mcp_client import MCPToolBox
@@ -76,14 +76,6 @@ def test_http_client_without_a_user_falls_back_to_the_servers_user(http_ehr, ehr
     assert asyncio.run(write({"X-Appliance-User": "nurse%20kim"}))["author"] == "nurse kim"
 
 
-def test_stdio_and_in_memory_calls_keep_the_process_user(ehr_path, monkeypatch):
+def test_stdio_and_in_memory_calls_keep_the_process_user(server, monkeypatch):
     monkeypatch.setenv("APPLIANCE_USER", "dr.local")
-    ehr.configure(ehr_path)
-    try:
-        async def write():
-            async with Client(ehr.mcp) as client:
-                return (await client.call_tool("prescribe_medication", PRESCRIPTION)).data
-
-        assert asyncio.run(write())["author"] == "dr.local"
-    finally:
-        ehr.configure(None)
+    assert call(server, "prescribe_medication", PRESCRIPTION)["author"] == "dr.local"

@@ -5,32 +5,15 @@ id no one could name."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
-from ehr_helpers import row_counts
-from fastmcp import Client
+from ehr_helpers import call, row_counts
 from fastmcp.exceptions import ToolError
 
 from ehr_db.fhir_import import import_fhir_bundle
 from ehr_db.repository import EhrRepository
-from mcp_servers import ehr
 from mcp_servers.contracts import parse_tool_error
-
-
-@pytest.fixture
-def server(ehr_path):
-    ehr.configure(ehr_path)
-    yield ehr.mcp
-    ehr.configure(None)
-
-
-def call(server, tool, args):
-    async def go():
-        async with Client(server) as client:
-            return (await client.call_tool(tool, args)).data
-    return asyncio.run(go())
 
 
 ALLERGY = {"substance": "penicillin", "reaction": "hives", "severity": None}

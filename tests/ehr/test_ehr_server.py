@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 import pytest
-from ehr_helpers import audit_rows, row_counts
+from ehr_helpers import audit_rows, call, row_counts
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
@@ -14,20 +14,6 @@ from mcp_servers import ehr
 from mcp_servers.contracts import ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error
 
 EHR_TOOLS = sorted(t for t, server in TOOL_SERVERS.items() if server == "ehr")
-
-
-@pytest.fixture
-def server(ehr_path):
-    ehr.configure(ehr_path)
-    yield ehr.mcp
-    ehr.configure(None)
-
-
-def call(server, tool, args):
-    async def go():
-        async with Client(server) as client:
-            return (await client.call_tool(tool, args)).data
-    return asyncio.run(go())
 
 
 def call_error(server, tool, args) -> tuple[str, str]:

@@ -66,8 +66,8 @@ def test_the_progress_bar_draws_only_on_a_terminal():
     quiet, tty = io.StringIO(), Tty()
     for stream in (quiet, tty):
         bar = ProgressBar(stream)
-        bar.show("pages", 1, 4, 0)
-        bar.show("passages", 4, 4, 7)
+        bar.show("pages", 1, 4, "criteria 0")
+        bar.show("passages", 4, 4, "criteria 7")
         bar.close()
     assert quiet.getvalue() == ""
     assert "pages" in tty.getvalue() and "4/4  criteria 7" in tty.getvalue() and tty.getvalue().endswith("\n")

@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import re
-import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,14 +31,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
+# The selftest's own bad-input run counts the same things: its servers, watched rows
+# (every table a write or an audit event touches) and leak rule are the ones checked here.
+from appliance.bad_input import SERVERS, RowCounts, leaked
 from appliance.init import init_home
+from appliance.tools.in_process import servers_on
 from common import locations
 from mcp_servers.contracts import ERROR_TYPES
 
-SERVERS = ("ehr", "umls", "knowledge")
 FAST_CALLS = 500  # across every tool in the fast suite; the slow run's number is --bad-input-calls
-# Rows no failed call (and no read) may add: every table a write or an audit event touches.
-WATCHED_TABLES = ("medication_requests", "allergy_intolerances", "document_references", "audit_log", "write_keys")
 # Values that make a write plausible (demo patients, real doses and frequencies), so that some
 # generated writes succeed and the others are refused for one bad field at a time.
 PLAUSIBLE = {
@@ -161,46 +160,6 @@ class InProcessServers:
         self._loop.close()
 
 
-class RowCounts:
-    """The watched tables' row counts, read through one read-only connection (each read sees
-    the last commit: the connection holds no transaction between reads)."""
-
-    SQL = "SELECT " + ", ".join(f"(SELECT count(*) FROM {t})" for t in WATCHED_TABLES)
-
-    def __init__(self, ehr_db: Path):
-        self._conn = sqlite3.connect(f"file:{ehr_db}?mode=ro", uri=True, isolation_level=None)
-
-    def __call__(self) -> tuple[int, ...]:
-        return tuple(self._conn.execute(self.SQL).fetchone())
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-_PATH_RE = re.compile(r"/|\\|\.py\b|Traceback|File \"")
-
-
-def _strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(value, (list, tuple)):
-        return [s for v in value for s in _strings(v)]
-    return [str(value)]
-
-
-def leaked(message: str, args: dict) -> str | None:
-    """What in ``message`` looks like a traceback or a file path, after removing what the caller
-    sent (a message may repeat the caller's words, stripped or whole); None when nothing."""
-    rest = message
-    for text in sorted({v for s in _strings(args) for v in (s, s.strip(), " ".join(s.split())) if v},
-                       key=len, reverse=True):
-        rest = rest.replace(text, "")
-    found = _PATH_RE.search(rest)
-    return None if found is None else rest[max(0, found.start() - 40):found.end() + 40]
-
-
 def check_call(server: str, tool: str, args: dict, result, error: str | None,
                before: tuple[int, ...], after: tuple[int, ...], read_only: bool) -> None:
     """Assert the invariants of one call (module docstring)."""
@@ -270,18 +229,13 @@ def servers_on_a_fresh_home(home: Path) -> Iterator[tuple[InProcessServers, RowC
     """``appliance init`` (no model) into ``home`` (already $APPLIANCE_HOME), the three servers
     configured on its databases and opened in process; unconfigured afterwards."""
     init_home(progress=lambda message: None, with_model=False)
-    paths = {"ehr": locations.ehr_db_path(), "umls": locations.umls_db_path(),
-             "knowledge": locations.knowledge_db_path()}
-    for server, path in paths.items():
-        importlib.import_module(f"mcp_servers.{server}").configure(path)
-    servers, counts = InProcessServers(), RowCounts(paths["ehr"])
-    quiet = logging.root.manager.disable
-    logging.disable(logging.ERROR)  # fastmcp logs every refused call; thousands of lines say nothing
-    try:
-        yield servers, counts
-    finally:
-        logging.disable(quiet)
-        counts.close()
-        servers.close()
-        for server in paths:
-            importlib.import_module(f"mcp_servers.{server}").configure(None)
+    with servers_on(locations.data_home()) as paths:
+        servers, counts = InProcessServers(), RowCounts(paths["ehr"])
+        quiet = logging.root.manager.disable
+        logging.disable(logging.ERROR)  # fastmcp logs every refused call; thousands of lines say nothing
+        try:
+            yield servers, counts
+        finally:
+            logging.disable(quiet)
+            counts.close()
+            servers.close()

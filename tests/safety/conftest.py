@@ -21,8 +21,10 @@ def data_home(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def knowledge(data_home) -> StoreKnowledge:
-    return StoreKnowledge(data_home / "knowledge.sqlite")
+def knowledge(data_home):
+    store = StoreKnowledge(data_home / "knowledge.sqlite")
+    yield store
+    store.close()
 
 
 @pytest.fixture(scope="module")

@@ -194,3 +194,23 @@ def test_tool_lookup_maps_the_error_types():
         down.drug_safety("warfarin")
     with pytest.raises(KnowledgeUnavailable):
         down.interactions(["warfarin", "aspirin"])
+
+
+def test_the_agent_gate_reads_the_chart_once_and_hands_it_on(data_home, chart_of, knowledge, server_knowledge):
+    """ChartSafetyGate reads the chart through the agent's tools and keeps it on the report, so
+    the approval dialog shows the chart the checks ran on; the chart never changes the findings."""
+    from appliance.safety.chart_gate import ChartSafetyGate
+
+    class ChartThenKnowledge(ServerToolBox):
+        def __init__(self):
+            self.tools: list[str] = []
+
+        def call(self, tool, args, deadline):
+            self.tools.append(tool)
+            return ToolOutcome(result=chart_of(args["patient_id"])) if tool == "get_patient_chart" else super().call(tool, args, deadline)
+
+    box = ChartThenKnowledge()
+    report = ChartSafetyGate(box, 10.0)({"patient_id": "pat-005", "medication_name": "ibuprofen"})
+    assert box.tools.count("get_patient_chart") == 1
+    assert report.chart is chart_of("pat-005") and report == check_prescription("ibuprofen", chart_of("pat-005"), knowledge)
+    assert "chart" not in repr(report)

@@ -62,3 +62,14 @@ async def test_a_session_exports_as_a_private_markdown_file(tmp_path):
     assert "## 1. Review the chart" in text and "John Smith takes lisinopril." in text
     assert "Consulting a source" in text and "Patient Record (patient: abc-123)" in text  # the trace, in words
     assert stat.S_IMODE(exported[0].stat().st_mode) == 0o600
+
+
+def test_the_approval_dialog_shows_the_chart_the_safety_gate_read_without_reading_it_again(tmp_path):
+    app, _, toolbox = make_app(tmp_path)
+    app.tools = toolbox  # a read would be recorded in toolbox.calls
+    gate_chart = chart("xyz-9", "Ann Lee")
+    context = app._approval_context("prescribe_medication", {"patient_id": "xyz-9"}, gate_chart)
+    assert context.patient.startswith("Ann Lee") and toolbox.calls == []
+    # A chart for another patient is never shown: the dialog reads the one being written to.
+    app._approval_context("prescribe_medication", {"patient_id": "abc-123"}, gate_chart)
+    assert toolbox.calls == [("get_patient_chart", {"patient_id": "abc-123"})]

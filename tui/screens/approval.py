@@ -28,14 +28,12 @@ from rich.text import Text
 from appliance.tools.base import Approval
 from appliance.wording import action_words
 from tui.approval import ApprovalContext
+from tui.chart_words import allergy_text
+from tui.widgets.trace_panel import arg_word
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 
 LONG_TEXT_FIELDS = {"note_text"}
 FIXED_FIELDS = {"patient_id"}  # the patient is the one shown; changing it means a new request
-FIELD_LABELS = {"medication_name": "medication", "dosage": "dose", "frequency": "frequency", "notes": "notes",
-                "substance": "allergen", "reaction": "reaction", "severity": "severity",
-                "note_type": "note type", "note_text": "note"}
-
 
 
 def field_hint(annotation) -> tuple[bool, list[str]]:
@@ -81,12 +79,8 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         text.append("\n")
         if ctx is None or ctx.allergy_status == "unknown":
             text.append("Allergies: unknown (the chart could not be read)", style="bold yellow")
-        elif ctx.allergy_status == "recorded":
-            text.append("ALLERGIES:", style="bold reverse red")
-            text.append(" " + "; ".join(ctx.allergies), style="bold red")
         else:
-            text.append("Allergies: ", style="bold")
-            text.append(ctx.allergies[0], style="bold yellow" if ctx.allergy_status == "not_recorded" else "")
+            text.append_text(allergy_text(ctx.allergy_status, ctx.allergies))
         text.append("\nAuthor: ", style="bold")
         text.append(ctx.author if ctx else "unknown")
         return text
@@ -122,7 +116,7 @@ class ApprovalScreen(ModalScreen[Approval | None]):
                     hint = f"{hint}, or empty for none" if hint else "optional: leave empty for none"
                 value = self.original.get(name)
                 with Horizontal(classes="approval-field"):
-                    yield Label(FIELD_LABELS.get(name, name), classes="approval-label")
+                    yield Label(arg_word(name), classes="approval-label")
                     if name in LONG_TEXT_FIELDS:
                         yield TextArea("" if value is None else str(value), id=f"arg-{name}", soft_wrap=True)
                     else:

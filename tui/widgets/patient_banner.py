@@ -10,23 +10,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.chart_words import allergy_status, identity_line
+from tui.chart_words import allergy_status, allergy_text, identity_line
 
 
 def banner_text(chart: dict) -> Text:
-    status, lines = allergy_status(chart)
     text = Text(identity_line(chart), style="bold")
     text.append("\n")
-    if status == "recorded":
-        text.append("ALLERGIES:", style="bold reverse red")
-        text.append(" " + "; ".join(lines), style="bold red")
-    elif status == "none_known":
-        text.append("Allergies: ", style="bold")
-        text.append(lines[0])
-    else:
-        text.append("Allergies: ", style="bold")
-        text.append(lines[0], style="bold yellow")
-    return text
+    return text.append_text(allergy_text(*allergy_status(chart)))
 
 
 class PatientBanner(Static):

@@ -41,6 +41,11 @@ def _words(table: dict[str, str], code) -> str:
     return table.get(str(code), str(code).replace("_", " ").lower())
 
 
+def arg_word(name: str) -> str:
+    """An argument's name in the clinician's words ("dosage" -> "dose"): the trace and the approval dialog."""
+    return _words(ARG_WORDS, name)
+
+
 def readable_args(args: dict) -> str:
     """'drug: metformin; dose: 500 mg' (the raw JSON is one key away: Enter expands the line)."""
     parts = []
@@ -48,7 +53,7 @@ def readable_args(args: dict) -> str:
         if value in (None, "", [], {}):
             continue
         shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-        parts.append(f"{_words(ARG_WORDS, key)}: {shown}")
+        parts.append(f"{arg_word(key)}: {shown}")
     text = "; ".join(parts) or "no details"
     return text if len(text) <= MAX_ARGS_CHARS else text[: MAX_ARGS_CHARS - 1] + "…"
 

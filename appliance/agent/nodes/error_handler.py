@@ -43,6 +43,9 @@ class ErrorDecision:
     message: str | None = None
 
 
+NO_PATIENT_ID = ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
+
+
 def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
     last = state.last_tool_result
     etype = last.error_type if last else None
@@ -52,7 +55,7 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
     if etype == "missing_required_args":
         fields = ", ".join(f.replace("_", " ") for f in last.missing_fields) or "more details"
         if "patient_id" in last.missing_fields:
-            return ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
+            return NO_PATIENT_ID
         return ErrorDecision("ask_user", "required details are missing", f"I need more information to complete this request: {fields}.")
     if etype == "patient_not_found" or (etype == "invalid_args" and "patient_id" in last.invalid_fields):
         return _ask_which_patient(etype, last.args.get("patient_id"))
@@ -86,7 +89,7 @@ def _ask_which_patient(etype: str, patient_id: object) -> ErrorDecision:
     shown = " ".join(str(patient_id or "").split())
     shown = shown if len(shown) <= 64 else shown[:64] + "..."
     if not shown:
-        return ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
+        return NO_PATIENT_ID
     if etype == "patient_not_found":
         return ErrorDecision("ask_user", "the record holds no patient with that ID",
                              f"{shown} is not a patient ID I know: the record holds no such patient. "

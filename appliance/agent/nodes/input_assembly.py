@@ -61,8 +61,8 @@ def run(state: AgentState, drugs: DrugRecogniser, history: list[tuple[str, str]]
     if choice is not None:
         entities = replace(entities, patient_ids=(choice[0].patient_id,))
     recent = tuple(history[-2 * max_turns:]) if max_turns > 0 else ()
-    said = [text for role, text in recent if role == "user"] + [state.user_query]
-    entities = replace(entities, drugs_named=tuple(dict.fromkeys(g for text in said for g in drugs.find(text))))
+    earlier = [g for role, text in recent if role == "user" for g in drugs.find(text)]
+    entities = replace(entities, drugs_named=tuple(dict.fromkeys([*earlier, *entities.drug_mentions])))
     update: dict = {"extracted_entities": entities, "conversation_history": recent}
     output: dict = {
         "patient_ids": list(entities.patient_ids), "drug_mentions": list(entities.drug_mentions),

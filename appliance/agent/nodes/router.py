@@ -41,10 +41,6 @@ class Route:
     strict_selection: bool = False
 
 
-def matched_patterns(query: str) -> tuple[Step, ...]:
-    return named_steps(query)
-
-
 def patient_id_known(state: AgentState) -> bool:
     """An ID in the clinician's words, or the open (current) patient unless the words name a
     patient: "patient Maria Garcia" with John Smith open still needs a search."""
@@ -53,7 +49,7 @@ def patient_id_known(state: AgentState) -> bool:
 
 
 def required_tools(state: AgentState) -> set[str]:
-    steps = matched_patterns(state.user_query)
+    steps = named_steps(state.user_query)
     needed = {step.tool for step in steps}
     if state.extracted_entities.patient_names and not patient_id_known(state):
         needed.add("search_patient")
@@ -74,7 +70,7 @@ def steps_not_done(state: AgentState) -> tuple[Step, ...]:
     """The steps the request names that neither ran nor were skipped, in the order named."""
     missing = required_tools(state) - handled_tools(state)
     steps = [SEARCH] if "search_patient" in missing else []
-    steps += [s for s in matched_patterns(state.user_query) if s.tool in missing and s.tool != "search_patient"]
+    steps += [s for s in named_steps(state.user_query) if s.tool in missing and s.tool != "search_patient"]
     return tuple(steps)
 
 

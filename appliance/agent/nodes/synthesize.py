@@ -23,12 +23,11 @@ from __future__ import annotations
 import re
 import threading
 
-from appliance.agent.nodes.common import shortenable
+from appliance.agent.nodes.common import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.nodes.tool_execute import not_in_database_message
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel, TokenCallback
-from appliance.llm.prompt import Message
 from appliance.agent.write_requests import NOT_CHANGED, write_requests
 from mcp_servers.contracts import NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, WRITE_TOOLS
 
@@ -158,10 +157,8 @@ def run(
         update = {"final_response": state.clarification_request}
         return update, {"kind": "clarification", "model_call": False}
     unchanged = record_unchanged(state)
-    messages = [Message("system", SYSTEM_PROMPT)]
-    for role, text in state.conversation_history:
-        messages.append(Message("user" if role == "user" else "assistant", text))
-    messages.append(Message("user", user_message(state), shortenable=shortenable(state.tool_results)))
+    messages = conversation(SYSTEM_PROMPT, user_message(state), state.conversation_history,
+                            results=shortenable(state.tool_results))
     stream = ScrubbedStream(on_token) if on_token else None
     try:
         text = model.generate_free(
