@@ -8,6 +8,8 @@ Invariants:
   grammar path and unconstrained decoding of the same output length, each starting from the
   state a node call has inside a turn (the node's static prefix in the KV cache, nothing
   else), so prefill is equal and only decoding differs.
+- Criteria throughput (``criteria_throughput``) times the same TrialGPT criterion calls three
+  ways in one process: naive (KV cache cleared before every call), prefix reuse, and batches.
 - It prints figures and ratios; it asserts nothing (targets live in the issue and the README).
 """
 
@@ -208,13 +210,61 @@ def print_table(report: dict) -> None:
               f"{r['llama_grammar_s']:9.3f} {r['fast_vs_unconstrained']:7.3f} {r['fast_vs_llama_grammar']:7.3f}")
     s = report["snapshots"]
     print(f"\nKV snapshots: {s['count']} holding {s['bytes'] / 2**20:.1f} MiB (limit {s['limit_bytes'] / 2**20:.0f} MiB)")
+    c = report.get("criteria_throughput")
+    if c:
+        print(f"\ncriteria per minute ({c['criteria']} TrialGPT rows): "
+              + ", ".join(f"{k} {v}" for k, v in c["criteria_per_minute"].items()))
     print("ratios: " + ", ".join(f"{k}={v}" for k, v in report["ratios"].items()))
 
 
-def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeats: int = 3) -> int:
+CRITERIA_ROWS = 16  # TrialGPT rows for the criteria throughput figures (the first two patients' worth)
+
+
+def criteria_throughput(model, rows: int = CRITERIA_ROWS, parallel: int = 8) -> dict | None:
+    """Criteria per minute on the first ``rows`` TrialGPT annotation rows, three ways side by
+    side: a naive loop that re-prefills every call (the KV cache cleared before each), the same
+    loop reusing the patient's prefix from the call before, and batches of ``parallel`` calls
+    sharing the patient's prefix cells. None when the annotation file is not on this machine."""
+    from appliance.prescreen import evaluate, trialgpt
+
+    if not trialgpt.DEFAULT_DATA.exists():
+        return None
+    chosen = trialgpt.load_rows(trialgpt.DEFAULT_DATA)[:rows]
+    calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in chosen]
+
+    def timed(run) -> float:
+        model.cache.clear()
+        started = time.perf_counter()
+        run()
+        return time.perf_counter() - started
+
+    def naive() -> None:
+        for call in calls:
+            model.cache.clear()
+            evaluate.evaluate_criteria(model, [call])
+
+    seconds = {
+        "naive": timed(naive),
+        "prefix_reuse": timed(lambda: evaluate.evaluate_criteria(model, calls, parallel=1)),
+        "prefix_reuse_batched": timed(lambda: evaluate.evaluate_criteria(model, calls, parallel=parallel)),
+    }
+    per_minute = {k: round(len(calls) / v * 60, 1) for k, v in seconds.items()}
+    best = max(per_minute["prefix_reuse"], per_minute["prefix_reuse_batched"])
+    return {"criteria": len(calls), "parallel": parallel, "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            "criteria_per_minute": per_minute,
+            "prefix_reuse_vs_naive": round(per_minute["prefix_reuse"] / per_minute["naive"], 3),
+            "batched_vs_naive": round(per_minute["prefix_reuse_batched"] / per_minute["naive"], 3),
+            "best_vs_naive": round(best / per_minute["naive"], 3)}
+
+
+def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeats: int = 3,
+              criteria: int = CRITERIA_ROWS) -> int:
     from appliance.init import init_home
     from appliance.runtime import load_model
     from appliance.tools.mcp_client import MCPToolBox
+
+    if criteria < 0 or criteria == 1:
+        raise ApplianceError("--criteria must be 0 (skip) or at least 2")
 
     with tempfile.TemporaryDirectory(prefix="appliance-bench-") as home:
         os.environ["APPLIANCE_HOME"] = home
@@ -230,7 +280,10 @@ def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeat
                 if c.call is not None:
                     first.setdefault((c.node, c.schema), c)
         comparison = compare_decoders(model, list(first.values()), repeats)
+        criteria = criteria_throughput(model, criteria) if criteria > 0 else None
     report = summarize(turns, comparison, model, snapshots)
+    report["criteria_throughput"] = criteria
+    report["ratios"]["criteria_throughput_vs_naive"] = criteria["best_vs_naive"] if criteria else None
     if as_json:
         print(json.dumps(report, indent=2))
     else:

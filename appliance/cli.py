@@ -106,7 +106,8 @@ def cmd_bench(args) -> int:
         return run_tool_bench(n=args.calls, concepts=args.concepts, as_json=args.json, trials=args.trials)
     from appliance.bench import run_bench
 
-    return run_bench(settings_from(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats)
+    return run_bench(settings_from(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats,
+                     criteria=args.criteria)
 
 
 def cmd_tui(args) -> int:
@@ -173,6 +174,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--rounds", type=int, default=3, help="turns per path")
     bench.add_argument("--repeats", type=int, default=3, help="repeats per decoder comparison")
+    bench.add_argument("--criteria", type=int, default=16,
+                       help="TrialGPT criterion calls timed three ways for criteria_throughput_vs_naive (0: skip)")
     bench.set_defaults(func=cmd_bench)
 
     session = sub.add_parser("session", help="interactive headless session")
@@ -195,6 +198,7 @@ def parser() -> argparse.ArgumentParser:
     eval_sub = evals.add_subparsers(dest="what", required=True)
     extraction_cli.register(sub, eval_sub)
     grounding_cli.register(sub, eval_sub)
+    prescreen_cli.register_eval(eval_sub)
 
     for area, kinds in (("ehr", ("fhir",)), ("umls", ("rrf",)), ("knowledge", ("openfda", "pubmed", "ctgov"))):
         ap = sub.add_parser(area, help=f"{area} data")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from appliance.cli_support import ProgressBar, model_from
 from appliance.errors import ApplianceError
+from common.locations import new_run_dir
 
 
 def _model(args):
@@ -78,7 +79,7 @@ def cmd_ground(args) -> int:
 
 def cmd_eval_grounding(args) -> int:
     from appliance.grounding.evaluation import (
-        DEFAULT_DATA, distinct_criteria, format_metrics, metrics_from_run, new_run_dir, run_grounding_eval,
+        DEFAULT_DATA, distinct_criteria, format_metrics, metrics_from_run, run_grounding_eval,
     )
 
     if args.recompute:
@@ -95,14 +96,14 @@ def cmd_eval_grounding(args) -> int:
             from appliance.grounding.evaluation import run_exact_phrase_baseline
             from common.locations import umls_db_path
 
-            metrics = run_exact_phrase_baseline(umls_db_path(), new_run_dir(Path(args.out) if args.out else None),
+            metrics = run_exact_phrase_baseline(umls_db_path(), new_run_dir("grounding", Path(args.out) if args.out else None),
                                                 data=data, limit=args.limit)
         else:
             model = _model(args)
             bar = ProgressBar()
             with ExitStack() as stack:
                 search = _search(args, stack)
-                run_dir = new_run_dir(Path(args.out) if args.out else None)
+                run_dir = new_run_dir("grounding", Path(args.out) if args.out else None)
                 try:
                     metrics = run_grounding_eval(
                         model, search, run_dir, data=data, limit=args.limit,

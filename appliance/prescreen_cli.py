@@ -9,6 +9,8 @@ Invariants:
   stdout stays the result.
 - ``--script FILE`` replaces the model with a scripted one (keys ``PRESCREEN_SEARCH``,
   ``CRITERION_INCLUSION``, ``CRITERION_EXCLUSION``; optional ``tools`` outcomes, as ``ask --script``).
+- ``appliance eval trialgpt [FILE]`` checks the annotation file (or the run directory it
+  resumes) before the model loads; ``--json`` prints the metrics object, otherwise a table.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from appliance.cli_support import ProgressBar, load_script, settings_from
+from pathlib import Path
+
+from appliance.cli_support import ProgressBar, load_script, model_from, settings_from
 
 STATUSES = ("recruiting", "active", "completed", "any")
 
@@ -76,4 +80,53 @@ def _model(settings, script: dict | None):
     return load_model(settings)
 
 
-__all__ = ["register", "cmd_prescreen"]
+def register_eval(eval_sub) -> None:
+    ev = eval_sub.add_parser("trialgpt", help="criterion-level accuracy on TrialGPT's expert annotations (and GPT-4's)")
+    ev.add_argument("file", nargs="?", metavar="FILE",
+                    help="criterion annotations JSON (default: ../shared/data/trialgpt/criterion_annotations_dev.json)")
+    ev.add_argument("--limit", type=int, metavar="N", help="only the first N rows")
+    ev.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run (its rows already done are kept)")
+    ev.add_argument("--out", metavar="DIR", help="folder for the run directory (default: runs/ in the data home)")
+    ev.add_argument("--parallel", type=int, default=8, metavar="N",
+                    help="criteria decoded side by side (1: one after another; default 8)")
+    ev.add_argument("--recompute", metavar="RUN_DIR", help="print the metrics of a run from its files (no model)")
+    ev.add_argument("--json", action="store_true", help="print one JSON object of metrics")
+    ev.add_argument("--model", help="model profile (default: gemma3-270m)")
+    ev.add_argument("--script", help="JSON file of scripted outputs keyed by CRITERION_INCLUSION / CRITERION_EXCLUSION")
+    ev.set_defaults(func=cmd_eval_trialgpt)
+
+
+def cmd_eval_trialgpt(args: argparse.Namespace) -> int:
+    from appliance.prescreen import trialgpt
+    from appliance.prescreen.evaluate import NODES
+    from common.locations import new_run_dir
+
+    if args.recompute:
+        metrics = trialgpt.metrics_from_run(Path(args.recompute))
+        print(json.dumps(metrics, indent=2) if args.json else trialgpt.format_metrics(metrics))
+        return 0
+    if args.limit is not None and args.limit < 1:
+        raise trialgpt.TrialGPTDataError("--limit must be at least 1")
+    if not 1 <= args.parallel <= 16:
+        raise trialgpt.TrialGPTDataError("--parallel must be between 1 and 16")
+    data, limit = Path(args.file) if args.file else trialgpt.DEFAULT_DATA, args.limit
+    if args.resume:  # the run's own file and limit, unless given again (then they must agree)
+        config = trialgpt.read_config(Path(args.resume))
+        data = data if args.file else Path(config["data"])
+        limit = limit if args.limit is not None else config.get("limit")
+    trialgpt.load_rows(data)  # a file that is not the format is refused before the model loads
+    model = model_from(args, NODES.values())
+    run_dir = Path(args.resume) if args.resume else new_run_dir("trialgpt", Path(args.out) if args.out else None)
+    bar = ProgressBar()
+    try:
+        metrics = trialgpt.run_trialgpt(
+            model, run_dir, data=data, limit=limit, resume=bool(args.resume), parallel=args.parallel,
+            progress=lambda done, total, accuracy, left: bar.show(
+                "trialgpt", done, total, f"accuracy {accuracy:.2f}, {left / 60:.1f} min left"))
+    finally:
+        bar.close()
+    print(json.dumps(metrics, indent=2) if args.json else trialgpt.format_metrics(metrics))
+    return 0
+
+
+__all__ = ["register", "register_eval", "cmd_prescreen", "cmd_eval_trialgpt"]

@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +85,16 @@ def logs_dir() -> Path:
 def models_dir() -> Path:
     """Shipped and operator-placed GGUF files live in the project's ``models/`` folder."""
     return PROJECT_ROOT / "models"
+
+
+def new_run_dir(kind: str, root: Path | None = None) -> Path:
+    """A fresh private folder for one evaluation run, ``<root>/<kind>-<UTC stamp>[-n]`` (root:
+    ``runs/`` in the data home)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = private_dir(root or data_home() / "runs")
+    path = base / f"{kind}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = base / f"{kind}-{stamp}-{n}"
+    return private_dir(path)

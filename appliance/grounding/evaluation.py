@@ -27,7 +27,7 @@ from appliance.grounding.errors import GroundingError
 from appliance.grounding.loop import ground
 from appliance.grounding.search import ConceptSearch
 from appliance.llm.base import LanguageModel
-from common.locations import PROJECT_ROOT, data_home, private_dir
+from common.locations import PROJECT_ROOT
 from mcp_servers.umls_grounding import BANDS, METHODS
 
 DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data" / "trialgpt" / "criterion_annotations_dev.json"
@@ -53,17 +53,6 @@ def distinct_criteria(path: Path) -> list[dict]:
             out.append({"annotation_id": row.get("annotation_id"), "trial_id": row.get("trial_id"),
                         "criterion_type": row.get("criterion_type"), "text": text})
     return out
-
-
-def new_run_dir(root: Path | None = None) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    base = private_dir((root or data_home() / "runs"))
-    path = base / f"grounding-{stamp}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = base / f"grounding-{stamp}-{n}"
-    return private_dir(path)
 
 
 def run_grounding_eval(model: LanguageModel, search: ConceptSearch, run_dir: Path, *, data: Path = DEFAULT_DATA,

@@ -15,6 +15,10 @@ Invariants:
   the model lock for the whole run.
 - Prompts are tokenized from their parts (``prompt.tokenize_parts``): only the template's
   markers become control tokens, never marker text inside a message.
+- Jobs that start the same way share that prefix's KV cells: the node's system text always,
+  and a job's ``shared_prefix`` (the leading text of its user message, such as the patient note
+  every criterion of one patient starts with) too. A prefix no running job uses is dropped
+  before a new one is evaluated, so cells in use never exceed the slots' own budget.
 """
 
 from __future__ import annotations
@@ -38,6 +42,18 @@ class BatchJob:
     schema: type
     temperature: float
     max_tokens: int
+    shared_prefix: str = ""  # leading user text other jobs share (its KV cells are evaluated once)
+
+
+def job_parts(job: BatchJob) -> tuple[Parts, Parts]:
+    """(prefix shared with other jobs, the job's own rest): ``split_parts``'s static system
+    prefix, extended by ``shared_prefix`` when the user message starts with it."""
+    static, dynamic = split_parts(job.messages)
+    shared = job.shared_prefix
+    if static and shared and dynamic and not dynamic[0][1] and dynamic[0][0].startswith(shared):
+        rest = dynamic[0][0][len(shared):]
+        return static + ((shared, False),), (((rest, False),) if rest else ()) + dynamic[1:]
+    return static, dynamic
 
 
 @dataclass
@@ -82,9 +98,6 @@ class _Slot:
             return self.logits_row
 
 
-PREFIX_SEQS = 8  # sequence ids kept for shared system prefixes, after the job slots
-
-
 class BatchRunner:
     """Decodes ``BatchJob``s ``parallel`` at a time in a context of its own."""
 
@@ -100,7 +113,7 @@ class BatchRunner:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = parallel * n_ctx_per_seq
         params.n_batch = params.n_ubatch = 512
-        params.n_seq_max = parallel + PREFIX_SEQS
+        params.n_seq_max = 2 * parallel  # a slot's sequence, and at most one prefix per slot
         params.n_threads = params.n_threads_batch = n_threads or llm.context_params.n_threads
         params.swa_full = True  # sequences are removed and refilled: keep every cell addressable
         params.kv_unified = True  # one buffer: sequences share the cells of a common system prefix
@@ -111,7 +124,8 @@ class BatchRunner:
         self.batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self.n_batch = params.n_batch
         self.cond = threading.Condition()
-        self._prefixes: dict[Parts, tuple[int, int]] = {}  # static prefix -> (prefix seq, tokens)
+        self._prefixes: dict[Parts, tuple[int, int]] = {}  # shared prefix -> (prefix seq, tokens)
+        self._uses: dict[int, Parts] = {}  # slot seq -> the prefix its cells were copied from
         self.failed: str | None = None
         self._tok_lock = threading.Lock()
 
@@ -142,17 +156,19 @@ class BatchRunner:
         mem = self.lib.llama_get_memory(self.ctx)
         self.lib.llama_memory_clear(mem, True)
         self._prefixes.clear()
+        self._uses.clear()
         self.failed = None
 
         def start(seq: int) -> None:
             index = queue.pop()
             job = jobs[index]
             slot = _Slot(self, seq, seed + index)
-            static, dynamic = split_parts(job.messages)
+            static, dynamic = job_parts(job)
             prompt = self.tokenize_parts(dynamic, bos=not static)  # no static part: the whole prompt
             if static:  # the slot shares the prefix's KV cells instead of evaluating them again
                 prefix_seq, n_static = self._prefix(static, mem)
                 self.lib.llama_memory_seq_cp(mem, prefix_seq, seq, -1, -1)
+                self._uses[seq] = static
                 slot.pos = n_static
             if slot.pos + len(prompt) + job.max_tokens > self.n_ctx_per_seq:
                 results[index] = BatchResult("", None, GenerationError(
@@ -176,6 +192,7 @@ class BatchRunner:
                 if thread is not None:
                     thread.join()
                 self.lib.llama_memory_seq_rm(mem, seq, -1, -1)
+                self._uses.pop(seq, None)
                 if queue:
                     start(seq)
             waiting = [s for s, _ in active.values() if s.waiting and not s.done]
@@ -199,22 +216,22 @@ class BatchRunner:
         return results  # type: ignore[return-value]
 
     def _prefix(self, static: Parts, mem) -> tuple[int, int]:
-        """The sequence holding ``static``'s KV cells, evaluated on first use (least recently
-        used prefix dropped when all prefix sequences are taken)."""
-        hit = self._prefixes.pop(static, None)
+        """The sequence holding ``static``'s KV cells, evaluated on first use. Before a new
+        prefix is evaluated, every prefix no running slot uses is dropped, so a prefix's cells are
+        only ever held for slots whose budget counts them."""
+        hit = self._prefixes.get(static)
         if hit is None:
-            if len(self._prefixes) >= PREFIX_SEQS:
-                free, _ = self._prefixes.pop(next(iter(self._prefixes)))  # slots keep their own tags
-                self.lib.llama_memory_seq_rm(mem, free, -1, -1)
-            else:
-                used = {q for q, _ in self._prefixes.values()}
-                free = next(self.parallel + k for k in range(PREFIX_SEQS) if self.parallel + k not in used)
+            in_use = set(self._uses.values())
+            for key in [k for k in self._prefixes if k not in in_use]:
+                self.lib.llama_memory_seq_rm(mem, self._prefixes.pop(key)[0], -1, -1)
+            taken = {q for q, _ in self._prefixes.values()}
+            free = next(self.parallel + k for k in range(self.parallel) if self.parallel + k not in taken)
             tokens = self.tokenize_parts(static, bos=True)
             holder = _Slot(self, free, 0)
             holder.feed(tokens)
             self._decode([holder], logits=False)
             hit = (free, len(tokens))
-        self._prefixes[static] = hit  # most recently used last
+            self._prefixes[static] = hit
         return hit
 
     def _work(self, slot: _Slot, job: BatchJob, results: list, index: int) -> None:

@@ -34,7 +34,7 @@ from appliance.errors import (
 )
 from appliance.llm import vision
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
-from appliance.llm.batch import BatchJob, BatchResult, BatchRunner
+from appliance.llm.batch import BatchJob, BatchResult, BatchRunner, job_parts
 from appliance.llm.context import DecoderBackend, PrefixCache
 from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_handles, sample_free
 from appliance.llm.fit import Fitted, fit_messages
@@ -285,8 +285,12 @@ class LlamaModel:
     def _slot_for(self, jobs: Sequence[BatchJob]) -> int:
         """The smallest slot (a multiple of 256 tokens, at most the model's context) that holds
         every job's whole prompt and token limit; prompts change as nodes' prompts grow."""
-        longest = max((len(tokenize_parts(self.cache.raw_tokenize, render_parts(job.messages), bos=True))
-                       + job.max_tokens for job in jobs), default=0)
+        def tokens(job: BatchJob) -> int:  # as the runner tokenizes it: shared prefix and rest apart
+            static, dynamic = job_parts(job)
+            return (len(tokenize_parts(self.cache.raw_tokenize, static, bos=True))
+                    + len(tokenize_parts(self.cache.raw_tokenize, dynamic, bos=not static)))
+
+        longest = max((tokens(job) + job.max_tokens for job in jobs), default=0)
         return min(max(1024, -(-longest // 256) * 256), self.profile.n_ctx)
 
     def generate_free(

@@ -46,6 +46,7 @@ class CriterionJudgement:
     rejected_citations: tuple[str, ...] = ()  # ids the model gave that the facts do not hold
     note: str | None = None  # what code changed or noticed (a clipped text, a verdict without evidence)
     seconds: float = 0.0
+    model_verdict: Standing | None = None  # the model's own answer, before code's checks (model judgements)
 
     def to_json(self) -> dict:
         out = {

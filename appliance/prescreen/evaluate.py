@@ -27,10 +27,11 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from appliance.errors import GenerationError
 from appliance.llm.base import LanguageModel
 from appliance.llm.prompt import Message
 from appliance.prescreen.aggregate import CriterionJudgement, CriterionType, standing_for
@@ -127,11 +128,16 @@ def evidence_of(patient: PatientFacts | Evidence | str) -> Evidence:
 def messages_for(evidence: Evidence, criterion_text: str, criterion_type: CriterionType) -> list[Message]:
     """The static system text, then the patient, the criterion and its type's question."""
     user = (
-        f"{evidence.label}:\n{evidence.text}\n\n"
+        f"{shared_text(evidence)}"
         f"Trial {criterion_type} criterion: {criterion_text}\n\n"
         f"Question: {QUESTIONS[criterion_type]}\nAnswer with JSON only."
     )
     return [Message("system", SYSTEM), Message("user", user)]
+
+
+def shared_text(evidence: Evidence) -> str:
+    """How every user message about this patient starts: the prefix its criteria share."""
+    return f"{evidence.label}:\n{evidence.text}\n\n"
 
 
 def _clip_criterion(text: str) -> tuple[str, str | None]:
@@ -140,6 +146,62 @@ def _clip_criterion(text: str) -> tuple[str, str | None]:
         return text, None
     return (text[:MAX_CRITERION_CHARS].rsplit(" ", 1)[0] + " ...",
             f"the criterion was shortened to {MAX_CRITERION_CHARS} characters for the model")
+
+
+@dataclass(frozen=True)
+class CriterionCall:
+    """One criterion's model call, prepared: the prompt and schema, and what code checks after."""
+
+    evidence: Evidence
+    criterion: str  # as the model reads it (clipped when long)
+    criterion_type: CriterionType
+    clipped: str | None
+
+    @property
+    def node(self) -> str:
+        return NODES[self.criterion_type]
+
+    @property
+    def schema(self) -> type[_Schema]:
+        return InclusionAnswer if self.criterion_type == "inclusion" else ExclusionAnswer
+
+    @property
+    def messages(self) -> list[Message]:
+        return messages_for(self.evidence, self.criterion, self.criterion_type)
+
+
+def prepare(patient_text_or_facts: PatientFacts | Evidence | str, criterion_text: str,
+            criterion_type: CriterionType) -> CriterionCall:
+    if criterion_type not in NODES:
+        raise ValueError(f"criterion_type must be inclusion or exclusion, not {criterion_type!r}")
+    text, clipped = _clip_criterion(criterion_text)
+    return CriterionCall(evidence_of(patient_text_or_facts), text, criterion_type, clipped)
+
+
+def judge(call: CriterionCall, out: InclusionAnswer | ExclusionAnswer, *, require_citation: bool,
+          seconds: float) -> CriterionJudgement:
+    """The model's answer checked by code: citations against the evidence's ids, then the
+    standing (``aggregate.standing_for``)."""
+    answer = out.meets_criterion if call.criterion_type == "inclusion" else out.excluding_condition_present
+    cited: list[str] = []
+    rejected: list[str] = []
+    for raw in out.cited_facts:
+        key = raw.strip().upper()
+        if key not in call.evidence.ids:
+            rejected.append(raw)
+        elif key not in cited:
+            cited.append(key)
+    model_verdict = standing_for(call.criterion_type, answer)[0]
+    notes = [n for n in (call.clipped, call.evidence.note) if n]
+    if require_citation and answer != "unknown" and not cited:
+        notes.append(f"the model answered '{answer}' without citing a fact the record holds: counted as unknown")
+        answer = "unknown"
+    verdict, presence = standing_for(call.criterion_type, answer)
+    return CriterionJudgement(
+        criterion=call.criterion, criterion_type=call.criterion_type, verdict=verdict, exclusion_condition=presence,
+        cited=tuple(cited), reason=out.reason.strip(), judged_by="model", rejected_citations=tuple(rejected),
+        note="; ".join(notes) or None, seconds=round(seconds, 3), model_verdict=model_verdict,
+    )
 
 
 def evaluate_criterion(
@@ -153,35 +215,44 @@ def evaluate_criterion(
 ) -> CriterionJudgement:
     """Judge one criterion (see the module docstring). Raises the model's ``GenerationError``s
     (``GenerationCancelled`` when ``cancel`` is set)."""
-    if criterion_type not in NODES:
-        raise ValueError(f"criterion_type must be inclusion or exclusion, not {criterion_type!r}")
-    evidence = evidence_of(patient_text_or_facts)
-    text, clipped = _clip_criterion(criterion_text)
-    schema = InclusionAnswer if criterion_type == "inclusion" else ExclusionAnswer
+    call = prepare(patient_text_or_facts, criterion_text, criterion_type)
     started = time.perf_counter()
     kwargs = {"cancel": cancel} if cancel is not None else {}
-    out = model.generate_constrained(NODES[criterion_type], messages_for(evidence, text, criterion_type), schema,
+    out = model.generate_constrained(call.node, call.messages, call.schema,
                                      temperature=TEMPERATURE, max_tokens=MAX_TOKENS, **kwargs)
-    answer = out.meets_criterion if criterion_type == "inclusion" else out.excluding_condition_present
-    cited: list[str] = []
-    rejected: list[str] = []
-    for raw in out.cited_facts:
-        key = raw.strip().upper()
-        if key not in evidence.ids:
-            rejected.append(raw)
-        elif key not in cited:
-            cited.append(key)
-    notes = [n for n in (clipped, evidence.note) if n]
-    if require_citation and answer != "unknown" and not cited:
-        notes.append(f"the model answered '{answer}' without citing a fact the record holds: counted as unknown")
-        answer = "unknown"
-    verdict, presence = standing_for(criterion_type, answer)
-    return CriterionJudgement(
-        criterion=text, criterion_type=criterion_type, verdict=verdict, exclusion_condition=presence,
-        cited=tuple(cited), reason=out.reason.strip(), judged_by="model", rejected_citations=tuple(rejected),
-        note="; ".join(notes) or None, seconds=round(time.perf_counter() - started, 3),
-    )
+    return judge(call, out, require_citation=require_citation, seconds=time.perf_counter() - started)
 
 
-__all__ = ["ExclusionAnswer", "Evidence", "InclusionAnswer", "NODES", "SYSTEM", "evaluate_criterion",
-           "evidence_of", "messages_for", "note_evidence"]
+def evaluate_criteria(model: LanguageModel, calls: Sequence[CriterionCall], *, require_citation: bool = True,
+                      parallel: int = 1) -> list[CriterionJudgement | GenerationError]:
+    """Judge many prepared criteria, in order: each a judgement, or the ``GenerationError`` its
+    call raised. With ``parallel`` > 1 and a model that decodes batches
+    (``generate_constrained_batch``), up to ``parallel`` calls decode side by side and the calls
+    for one patient share the patient's prefix cells; otherwise one call after another, where the
+    runtime's prefix cache reuses the patient's tokens from the call before."""
+    batch = getattr(model, "generate_constrained_batch", None)
+    if parallel <= 1 or batch is None or len(calls) < 2:
+        out: list[CriterionJudgement | GenerationError] = []
+        for call in calls:
+            started = time.perf_counter()
+            try:
+                value = model.generate_constrained(call.node, call.messages, call.schema,
+                                                   temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
+                out.append(judge(call, value, require_citation=require_citation,
+                                 seconds=time.perf_counter() - started))
+            except GenerationError as exc:
+                out.append(exc)
+        return out
+    from appliance.llm.batch import BatchJob
+
+    started = time.perf_counter()
+    results = batch([BatchJob(c.messages, c.schema, TEMPERATURE, MAX_TOKENS, shared_prefix=shared_text(c.evidence))
+                     for c in calls], parallel=parallel)
+    each = (time.perf_counter() - started) / len(calls)  # side by side: the batch's time shared out
+    return [judge(c, r.value, require_citation=require_citation, seconds=each) if r.error is None
+            else (r.error if isinstance(r.error, GenerationError) else GenerationError(str(r.error)))
+            for c, r in zip(calls, results)]
+
+
+__all__ = ["CriterionCall", "ExclusionAnswer", "Evidence", "InclusionAnswer", "NODES", "SYSTEM", "evaluate_criteria",
+           "evaluate_criterion", "evidence_of", "judge", "messages_for", "note_evidence", "prepare", "shared_text"]

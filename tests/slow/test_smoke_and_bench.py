@@ -33,7 +33,7 @@ def test_smoke_passes_on_the_real_model(tmp_path):
 
 @pytest.mark.timeout(1560)
 def test_bench_reports_every_figure_and_ratio(tmp_path):
-    proc = run(["bench", "--json", "--rounds", "2", "--repeats", "1"], tmp_path, 1500)
+    proc = run(["bench", "--json", "--rounds", "2", "--repeats", "1", "--criteria", "8"], tmp_path, 1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert set(report["paths_median_turn_s"]) == {"DIRECT", "SINGLE_TOOL", "MULTI_TOOL"}
@@ -44,6 +44,9 @@ def test_bench_reports_every_figure_and_ratio(tmp_path):
     assert report["raw"]["fast_total_s"] > 0 and report["raw"]["llama_grammar_total_s"] > 0
     assert report["snapshots"]["bytes"] <= report["snapshots"]["limit_bytes"]
     assert any(n["cache_hits"] > 0 for n in report["nodes"].values())
+    criteria = report["criteria_throughput"]  # the same 8 criterion calls timed three ways
+    assert criteria["criteria"] == 8 and all(v > 0 for v in criteria["criteria_per_minute"].values())
+    assert report["ratios"]["criteria_throughput_vs_naive"] == criteria["best_vs_naive"] > 0
 
 
 @pytest.mark.timeout(660)
