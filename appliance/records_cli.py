@@ -5,7 +5,9 @@ Invariants:
   failed, as for ``smoke``; a backup is still written, to keep the evidence), 2 an expected failure (no database, a damaged one, a refused
   restore), always one line on stderr and never a traceback.
 - ``audit verify`` and ``audit show`` only read. ``show`` prints the audit rows of one
-  patient (for review by whoever may read the record) to stdout only; nothing is logged.
+  patient (for review by whoever may read the record) to stdout only; nothing is logged. A
+  write's approval (approved or OVERRIDE, by whom) and a safety report (findings by severity,
+  the override reason) are shown in a few words; ``--json`` keeps every row whole.
 - ``--json`` prints one JSON object.
 """
 
@@ -59,6 +61,42 @@ def cmd_audit_verify(args) -> int:
     return 0 if verdict.ok else 1
 
 
+def _safety_words(entry: dict) -> str:
+    """A safety report's audit entry in a few words: findings by severity (the kinds of the high
+    ones), how many were not kept, and the override reason."""
+    from appliance.safety.report import SEVERITIES
+
+    findings = [f for f in entry.get("findings") or [] if isinstance(f, dict)]
+    tally = []
+    for severity in SEVERITIES:
+        found = [f for f in findings if f.get("severity") == severity]
+        if found:
+            kinds = f" ({', '.join(sorted({str(f.get('kind')) for f in found}))})" if severity == "high" else ""
+            tally.append(f"{len(found)} {severity}{kinds}")
+    words = ", ".join(tally) or "no findings"
+    if entry.get("findings_omitted"):
+        words += f", {entry['findings_omitted']} more not kept"
+    if entry.get("override_reason"):
+        words += f"; override reason: {json.dumps(entry['override_reason'])}"
+    return words
+
+
+def _approval_words(approval: dict) -> str:
+    """A write's approval: approved or OVERRIDE, by whom, and its safety report."""
+    decision = "OVERRIDE" if approval.get("decision") == "override" else "approved"
+    words = f"{decision} by {approval.get('clinician') or 'no one named'}"
+    safety = approval.get("safety")
+    return words + (f"; safety: {_safety_words(safety)}" if isinstance(safety, dict) else "")
+
+
+def _field(key: str, value) -> str:
+    if key == "approval" and isinstance(value, dict):
+        return _approval_words(value)
+    if key == "details" and isinstance(value, dict) and isinstance(value.get("safety"), dict):
+        value = {**value, "safety": _safety_words(value["safety"])}
+    return f"{key}={json.dumps(value) if isinstance(value, (dict, list)) else value}"
+
+
 def _fields(text: str | None) -> str:
     try:
         value = json.loads(text) if text else None
@@ -66,7 +104,8 @@ def _fields(text: str | None) -> str:
         return text or ""
     if isinstance(value, dict):
         value.pop("patient_id", None)
-        return ", ".join(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in value.items())
+        last = value.pop("approval", None)  # after the record id it approved
+        return ", ".join([_field(k, v) for k, v in value.items()] + ([_field("approval", last)] if last else []))
     return "" if value is None else str(value)
 
 

@@ -5,7 +5,9 @@ before it; ``GENESIS`` for the first) and ``row_hash`` = sha256 of the canonical
 of its chained fields (``CHAINED_FIELDS``: seq, at, actor, tool, arguments, result, outcome)
 followed by ``prev_hash`` (``canonical``: one compact JSON array, UTF-8). Writes, imports, the
 demo load and non-write events (approvals, rejections, overrides, safety findings, restores:
-``EVENT_KINDS``) all go through ``append``, inside the caller's write transaction.
+``EVENT_KINDS``) all go through ``append``, inside the caller's write transaction. A write's
+``result`` holds the record's id and the approval it ran under (``ehr_db.repository``), so the
+decision and its safety findings are chained with the write.
 
 The chain's head (last seq and hash) is kept twice more:
 - ``audit_head``, one row in the database, moved forward by a trigger as each row is inserted

@@ -15,6 +15,10 @@ Invariants:
   already there writes nothing, adds no audit row and returns the first write's record id, so
   a write that reaches the record twice (a retry, a resent request) is performed once. A key
   reused for a different write is refused.
+- A write may carry its approval (``validation.approval``: approval or override, who decided,
+  the safety report). It is kept in the write's own audit row (``result.approval``), so the
+  write and the decision it ran under are stored together or not at all; it is not part of
+  what a repeated key is compared on, so a retried write is still recognised.
 - Each call opens its own connection (``common.sqlite``: WAL, busy timeout, foreign keys on),
   so one repository may be used from many threads.
 - Charts are read in one snapshot, so a concurrent write is seen whole or not at all.
@@ -43,7 +47,6 @@ MAX_SEARCH_RESULTS = 20
 RECENT_NOTES = 3
 NOTE_PREVIEW_CHARS = 600
 MAX_RESULT_CODES = 20  # distinct lab (or vital) codes shown in a chart
-MAX_EVENT_DETAILS_CHARS = 20000
 
 
 def fold(text: str) -> str:
@@ -267,13 +270,15 @@ class EhrRepository:
 
     def _write(self, tool: str, table: str, patient_id: str, record: dict, author: str,
                arguments: dict, time_field: str, not_names: dict[str, str] | None = None,
-               idempotency_key: str | None = None) -> str:
+               idempotency_key: str | None = None, approval: dict | None = None) -> str:
         """Insert ``record`` and its audit row in one transaction. The time is read once the
         write lock is held, so the record and its audit row carry the same instant whatever
         the wait. ``not_names``: fields that may not hold the patient's own name -> what they hold.
-        ``idempotency_key``: see the module docstring."""
+        ``idempotency_key`` and ``approval``: see the module docstring."""
         new_id = str(uuid.uuid4())
         key = _idempotency_key(idempotency_key)
+        approved = validation.approval(approval)
+        result = {"id": new_id} if approved is None else {"id": new_id, "approval": approved}
         audited = json.dumps({"patient_id": patient_id, **arguments}, sort_keys=True)
         with self._open() as db:
             with write_transaction(db):
@@ -293,7 +298,7 @@ class EhrRepository:
                 at = now_iso()
                 db[table].insert({"id": new_id, "patient_id": patient_id, **record, time_field: at,
                                   "source": "appliance"})
-                audit(db, author, tool, {"patient_id": patient_id, **arguments}, {"id": new_id}, at=at)
+                audit(db, author, tool, {"patient_id": patient_id, **arguments}, result, at=at)
                 if key is not None:
                     db["write_keys"].insert({"idempotency_key": key, "tool": tool, "arguments": audited,
                                              "record_id": new_id, "at": at})
@@ -302,7 +307,7 @@ class EhrRepository:
 
     def prescribe_medication(self, patient_id: str, medication_name: str, dosage: str,
                              frequency: str, notes: str | None = None, *, author: str,
-                             idempotency_key: str | None = None) -> str:
+                             idempotency_key: str | None = None, approval: dict | None = None) -> str:
         """Create an active medication order; returns its id (the first one's, for a repeated key)."""
         pid = validation.patient_id(patient_id)
         args = {
@@ -320,10 +325,11 @@ class EhrRepository:
             "author": who,
         }
         return self._write("prescribe_medication", "medication_requests", pid, record, who, args, "authored_at",
-                           not_names={"medication_name": "a medication"}, idempotency_key=idempotency_key)
+                           not_names={"medication_name": "a medication"}, idempotency_key=idempotency_key,
+                           approval=approval)
 
-    def add_allergy(self, patient_id: str, substance: str, reaction: str,
-                    severity: str | None, *, author: str, idempotency_key: str | None = None) -> str:
+    def add_allergy(self, patient_id: str, substance: str, reaction: str, severity: str | None, *,
+                    author: str, idempotency_key: str | None = None, approval: dict | None = None) -> str:
         """Record an active allergy or intolerance; returns its id (the first one's, for a repeated key)."""
         pid = validation.patient_id(patient_id)
         args = {
@@ -340,10 +346,11 @@ class EhrRepository:
             "author": who,
         }
         return self._write("add_allergy", "allergy_intolerances", pid, record, who, args, "recorded_at",
-                           not_names={"substance": "a substance"}, idempotency_key=idempotency_key)
+                           not_names={"substance": "a substance"}, idempotency_key=idempotency_key,
+                           approval=approval)
 
-    def save_clinical_note(self, patient_id: str, note_type: str, note_text: str, *,
-                           author: str, idempotency_key: str | None = None) -> str:
+    def save_clinical_note(self, patient_id: str, note_type: str, note_text: str, *, author: str,
+                           idempotency_key: str | None = None, approval: dict | None = None) -> str:
         """Save a current clinical note; returns its id (the first one's, for a repeated key)."""
         pid = validation.patient_id(patient_id)
         args = {
@@ -359,26 +366,21 @@ class EhrRepository:
             "status": "current",
         }
         return self._write("save_clinical_note", "document_references", pid, record, who, args, "created_at",
-                           idempotency_key=idempotency_key)
+                           idempotency_key=idempotency_key, approval=approval)
 
     # -- the audit chain ------------------------------------------------------------------
 
     def record_event(self, kind: str, patient_id: str | None, actor: str, details: dict) -> int:
         """Append a non-write event (``audit.EVENT_KINDS``: an approval, rejection, override,
         safety findings, a restore) to the audit chain; returns its seq. ``details`` is a
-        JSON object kept as given (up to ``MAX_EVENT_DETAILS_CHARS``)."""
+        JSON object kept as given (up to ``validation.MAX_AUDIT_JSON_CHARS``)."""
         if kind not in audit_chain.EVENT_KINDS:
             raise InvalidField("kind", "must be one of " + ", ".join(audit_chain.EVENT_KINDS))
         pid = validation.patient_id(patient_id) if patient_id is not None else None
         who = validation.required_text("actor", actor, 200)
         if not isinstance(details, dict):
             raise InvalidField("details", "must be a JSON object")
-        try:
-            size = len(json.dumps(details, sort_keys=True))
-        except (TypeError, ValueError):
-            raise InvalidField("details", "must hold only JSON values") from None
-        if size > MAX_EVENT_DETAILS_CHARS:
-            raise InvalidField("details", f"must be at most {MAX_EVENT_DETAILS_CHARS} characters as JSON")
+        validation.bounded_json("details", details)
         arguments = {"details": details} if pid is None else {"patient_id": pid, "details": details}
         with self._open() as db:
             with write_transaction(db):

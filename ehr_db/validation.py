@@ -1,8 +1,11 @@
-"""Checks applied to every clinician-entered field before a write.
+"""Checks applied to every field of a write (the clinician's values and the approval code sends
+with them) and of an audit event, before anything is written.
 
 Invariants:
 - A value that passes is stripped and plausible; a value that fails raises ``InvalidField``
   naming the field, with a reason that never repeats the value itself.
+- An approval (``approval``: what the agent's code sends with an approved write) is an object of
+  exactly a decision, a clinician and a safety report, at most ``MAX_AUDIT_JSON_CHARS`` as JSON.
 - Text holds something visible: a value of only spaces, zero-width or other invisible
   characters is empty. It holds no control characters (NUL included; a note may hold line
   breaks and tabs), no text-direction overrides (they make the approval dialog show other text
@@ -11,8 +14,10 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
+from typing import Any
 
 from common.patient_ids import MAX_PATIENT_ID_LENGTH, is_patient_id
 from ehr_db.errors import InvalidField
@@ -156,3 +161,41 @@ def note_type(value: object) -> str:
     if not isinstance(value, str) or value.strip().lower() not in NOTE_TYPES:
         raise InvalidField("note_type", "must be one of " + ", ".join(NOTE_TYPES))
     return value.strip().lower()
+
+
+# An approval and an audit event's details, as JSON (both may carry a medication safety report).
+MAX_AUDIT_JSON_CHARS = 20_000
+APPROVAL_DECISIONS = ("approval", "override")
+_APPROVAL_KEYS = {"decision", "clinician", "safety"}
+
+
+def bounded_json(field: str, value: Any) -> None:
+    """Refuses a ``value`` that is not JSON, or is over ``MAX_AUDIT_JSON_CHARS`` as JSON."""
+    try:
+        size = len(json.dumps(value, sort_keys=True))
+    except (TypeError, ValueError):
+        raise InvalidField(field, "must hold only JSON values") from None
+    if size > MAX_AUDIT_JSON_CHARS:
+        raise InvalidField(field, f"must be at most {MAX_AUDIT_JSON_CHARS} characters as JSON")
+
+
+def approval(value: object) -> dict[str, Any] | None:
+    """None, or ``{"decision": "approval" | "override", "clinician": name or None, "safety":
+    object or None}``; an override needs the safety report it overrode."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != _APPROVAL_KEYS:
+        raise InvalidField("approval", "must be an object of exactly decision, clinician and safety")
+    if value["decision"] not in APPROVAL_DECISIONS:
+        raise InvalidField("approval.decision", "must be approval or override")
+    clinician = value["clinician"]
+    if clinician is not None:
+        clinician = required_text("approval.clinician", clinician, 200)
+    safety = value["safety"]
+    if safety is not None and not isinstance(safety, dict):
+        raise InvalidField("approval.safety", "must be an object (a safety report) or null")
+    if value["decision"] == "override" and safety is None:
+        raise InvalidField("approval.safety", "must hold the safety report an override overrode")
+    clean = {"decision": value["decision"], "clinician": clinician, "safety": safety}
+    bounded_json("approval", clean)
+    return clean

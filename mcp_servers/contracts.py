@@ -11,12 +11,14 @@ Invariants:
 - Expected failures travel as an MCP ``ToolError`` whose message is ``"<error_type>: <text>"``
   with ``<error_type>`` from ``ERROR_TYPES``; ``parse_tool_error`` reads that back. The text is
   clinician-safe and never carries patient data beyond what the caller sent.
+- The write tools' hidden parameters (``IDEMPOTENCY_KEY``, ``APPROVAL``) are set by the agent's
+  code after approval; they are not in ``ARG_SCHEMAS``, so the model never sees or fills them.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -193,14 +195,44 @@ TOOL_SERVERS: dict[str, str] = {
 }
 
 WRITE_TOOLS = frozenset({"prescribe_medication", "add_allergy", "save_clinical_note"})
-# The one parameter of the write tools that is not in ARG_SCHEMAS: the model never fills it.
-# The agent's code sends a fresh key per approved write; the record performs a key once
-# (``ehr_db.repository``). Optional, so other clients may omit it.
+# The write tools take two parameters more than ARG_SCHEMAS, set by code and never by the model.
+# The idempotency key: the agent's code sends a fresh key per approved write; the record performs
+# a key once (``ehr_db.repository``). Optional, so other clients may omit it.
 IDEMPOTENCY_KEY = "idempotency_key"
 IdempotencyKey = Annotated[str | None, Field(
     min_length=8, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$",
     description="Set by the calling code, one per intended write: a repeated key is performed once.",
 )]
+# The other hidden parameter of the write tools: the approval the write runs under, made by the
+# agent's code after the approver said yes, and kept in the write's own audit row (never in
+# what a repeated idempotency key is compared on). Optional, so other clients may omit it.
+APPROVAL = "approval"
+# The record's bound on an approval and on an audit event's details, as JSON (both may carry a
+# safety report): ``ehr_db.validation.MAX_AUDIT_JSON_CHARS``; a test keeps the two equal.
+MAX_AUDIT_JSON_CHARS = 20_000
+
+
+class ApprovalRecord(BaseModel):
+    """Who let a write run and on what: "override" when the safety report was blocking (a
+    high-severity finding) and the write was approved anyway; ``safety`` is the report's audit
+    entry (``appliance.safety.SafetyReport.to_audit``, with the override reason), null when no
+    safety check ran; ``clinician`` null when the approver named no one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approval", "override"]
+    clinician: str | None = Field(min_length=1, max_length=200)
+    safety: dict[str, Any] | None
+
+
+ApprovalArg = Annotated[ApprovalRecord | None, Field(
+    description="Set by the calling code with an approved write: kept in the write's audit row.",
+)]
+
+# The EHR server's one tool that is not the model's (not in ARG_SCHEMAS): the agent's approval
+# code records a rejected write with it (the kinds below) on the record's hash-chained audit log.
+AUDIT_EVENT_TOOL = "record_audit_event"
+AuditEventKind = Literal["approval", "rejection", "override", "safety_findings"]
 
 # Full descriptions for TOOL_SELECT stage 1 (docs/design.md §12), in our words, argument lists
 # matching ARG_SCHEMAS.

@@ -4,9 +4,12 @@ Invariants:
 - Tool names and parameters match ``contracts.ARG_SCHEMAS`` exactly (same names, order,
   types, bounds; every parameter required, nullable where it may be empty), plus the write
   tools' optional ``idempotency_key`` (``contracts.IDEMPOTENCY_KEY``), which the agent's code
-  sets and the model never sees: a repeated key is performed once. One more tool,
-  ``record_audit_event``, is not the model's: the agent's approval code records approvals,
-  rejections, overrides and safety findings with it on the record's hash-chained audit log.
+  sets and the model never sees: a repeated key is performed once; and their optional
+  ``approval`` (``contracts.APPROVAL``: approval or override, who decided, the safety report),
+  also set by code after the approver said yes, which the record keeps in the write's own audit
+  row. One more tool, ``record_audit_event`` (``contracts.AUDIT_EVENT_TOOL``), is not the
+  model's: the agent's approval code records rejected writes (and other decisions) with it on
+  the record's hash-chained audit log.
 - Faults no retry can fix (a missing, damaged, read-only or full database) are
   ``permanent_failure`` with one clear sentence; a busy database is ``service_unavailable``.
   A failed write's message says the record was not changed (its transaction rolled back).
@@ -51,7 +54,10 @@ from common.sqlite import DatabaseCorrupt
 from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository
 from mcp_servers._serve import ArgumentErrors, serve
-from mcp_servers.contracts import IdempotencyKey, Name, PatientId, ShortText, tool_error_message
+from mcp_servers.contracts import (
+    AUDIT_EVENT_TOOL, ApprovalArg, ApprovalRecord, AuditEventKind, IdempotencyKey, Name, PatientId, ShortText,
+    tool_error_message,
+)
 
 log = logging.getLogger("mcp_servers.ehr")
 
@@ -94,6 +100,11 @@ def _repository() -> EhrRepository:
             repo.migrate()
             _repo = repo
         return _repo
+
+
+def _approval(approval: ApprovalRecord | None) -> dict[str, Any] | None:
+    """The approval as the record takes it (it checks the shape again, and the size)."""
+    return approval.model_dump() if approval is not None else None
 
 
 def _author() -> str:
@@ -214,6 +225,7 @@ def prescribe_medication(
     frequency: Annotated[str, Field(min_length=1, max_length=40)],
     notes: Annotated[str | None, Field(max_length=200)],
     idempotency_key: IdempotencyKey = None,
+    approval: ApprovalArg = None,
 ) -> dict[str, Any]:
     """Create a new active medication order for a patient. dosage needs a number and a unit
     ("500 mg", "10 mg/kg", "1 tablet"); frequency like "once daily", "BID", "every 8 hours",
@@ -221,7 +233,8 @@ def prescribe_medication(
     author = _author()
     with _edge("prescribe_medication", write=True):
         new_id = _repository().prescribe_medication(
-            patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key
+            patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key,
+            approval=_approval(approval),
         )
     log.info("prescribe_medication: created")
     return {
@@ -242,6 +255,7 @@ def add_allergy(
     reaction: ShortText,
     severity: Literal["mild", "moderate", "severe"] | None,
     idempotency_key: IdempotencyKey = None,
+    approval: ApprovalArg = None,
 ) -> dict[str, Any]:
     """Record an allergy or adverse reaction in a patient's record: the substance, the
     reaction seen, and severity (mild, moderate, severe, or null when unknown). Returns the
@@ -249,7 +263,7 @@ def add_allergy(
     author = _author()
     with _edge("add_allergy", write=True):
         new_id = _repository().add_allergy(patient_id, substance, reaction, severity, author=author,
-                                           idempotency_key=idempotency_key)
+                                           idempotency_key=idempotency_key, approval=_approval(approval))
     log.info("add_allergy: created")
     return {
         "id": new_id,
@@ -267,13 +281,14 @@ def save_clinical_note(
     note_type: Literal["progress", "consult", "procedure", "discharge", "telephone", "other"],
     note_text: Annotated[str, Field(min_length=1, max_length=1500)],
     idempotency_key: IdempotencyKey = None,
+    approval: ApprovalArg = None,
 ) -> dict[str, Any]:
     """Save a clinical note to a patient's record (progress, consult, procedure, discharge,
     telephone or other). Returns the new note's id."""
     author = _author()
     with _edge("save_clinical_note", write=True):
         new_id = _repository().save_clinical_note(patient_id, note_type, note_text, author=author,
-                                                  idempotency_key=idempotency_key)
+                                                  idempotency_key=idempotency_key, approval=_approval(approval))
     log.info("save_clinical_note: created")
     return {
         "id": new_id,
@@ -285,10 +300,6 @@ def save_clinical_note(
 
 
 # Not one of the agent's tools (``contracts.ARG_SCHEMAS``): the agent's approval code calls it.
-AUDIT_EVENT_TOOL = "record_audit_event"
-AuditEventKind = Literal["approval", "rejection", "override", "safety_findings"]
-
-
 @mcp.tool(name=AUDIT_EVENT_TOOL, annotations={"title": "Audit Event", **WRITE})
 def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, details: dict[str, Any]) -> dict[str, Any]:
     """Append an event that is not a write (the clinician approved, rejected or overrode a write;

@@ -125,3 +125,11 @@ def test_a_headless_prescription_against_an_allergy_is_refused_unless_overridden
     out = json.loads(capsys.readouterr().out)
     assert out["tool_calls"][0]["error_type"] is None
     assert _medications(appliance_home, "pat-006", "amoxicillin") == 1
+    # The refusal and the override are both on the record's audit log, and the chain verifies.
+    assert main(["audit", "show", "--patient", "pat-006"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert [line.split()[3] for line in shown[1:]] == ["rejection", "prescribe_medication"]
+    assert '"clinician": "aokafor"' in shown[1] and '"safety": "1 high (allergy)"' in shown[1]
+    assert shown[2].endswith('OVERRIDE by aokafor; safety: 1 high (allergy); override reason: '
+                             '"allergy was a rash in childhood, tolerated amoxicillin since"')
+    assert main(["audit", "verify"]) == 0

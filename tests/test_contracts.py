@@ -8,7 +8,7 @@ import importlib
 import pytest
 from fastmcp import Client
 
-from mcp_servers.contracts import ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS
+from mcp_servers.contracts import APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS
 
 SERVERS = sorted({s for s in TOOL_SERVERS.values() if s != "local"}) + ["umls"]
 
@@ -37,10 +37,11 @@ def test_server_tools_match_the_contracts(server):
     for name in expected:
         schema = tools[name].input_schema
         contract = ARG_SCHEMAS[name].model_json_schema()
-        # A write tool has one parameter more, set by code and never by the model.
-        extra = [IDEMPOTENCY_KEY] if name in WRITE_TOOLS else []
+        # A write tool has two parameters more, set by code and never by the model.
+        extra = [IDEMPOTENCY_KEY, APPROVAL] if name in WRITE_TOOLS else []
         assert list(schema["properties"]) == list(contract["properties"]) + extra, name
         assert IDEMPOTENCY_KEY not in schema.get("required", []), name
+        assert APPROVAL not in schema.get("required", []), name
         # The agent's schema requires every field; a server may let other clients omit a
         # nullable one (it then defaults to null), never a field the agent needs a value for.
         assert set(schema.get("required", [])) <= set(contract["required"]), name

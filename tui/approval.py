@@ -5,7 +5,9 @@ Invariant: only an explicit Approve (with arguments that validate) lets a write 
 Escape, Reject, a dialog that cannot be shown, a cancelled turn and the app closing are all
 rejections, so nothing is written unless the clinician said yes. Every decision carries the
 signed-in clinician (``Approval.clinician``), and the app decides when the dialog may show
-(``present``: not over the lock screen).
+(``present``: not over the lock screen). Approving a prescription whose safety report is
+blocking, with its findings shown, is an override: the reason the clinician typed, if any,
+becomes its ``override_reason`` (kept in the write's audit row).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Callable
 
 from textual.app import App
 
+from appliance.safety.report import override_reason
 from appliance.tools.base import Approval
 
 log = logging.getLogger(__name__)
@@ -64,7 +67,10 @@ class ApprovalBridge:
 
     def __call__(self, tool: str, args: dict, safety=None) -> Approval:
         clinician = self._clinician()  # who was signed in when the write was proposed
-        return replace(self._ask(tool, args, safety), clinician=clinician)
+        decision = replace(self._ask(tool, args, safety), clinician=clinician)
+        if decision.approved and getattr(safety, "blocking", False):
+            decision = replace(decision, override_reason=override_reason(decision.reason))
+        return decision
 
     def _ask(self, tool: str, args: dict, safety=None) -> Approval:
         round_ = self._round

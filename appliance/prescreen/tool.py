@@ -8,9 +8,10 @@ task pattern "eligible for any trials?", docs/design.md §11) and code runs it, 
 ``analyze_medical_image``.
 
 Invariants:
-- ``PrescreenToolBox`` answers ``prescreen_for_trials`` itself and passes every other call to
-  the tool box it wraps, unchanged; the pipeline's own calls (chart, searches, details) go to
-  that wrapped tool box, so they are the same servers, scripts and deadlines as the agent's.
+- ``PrescreenToolBox`` answers ``prescreen_for_trials`` itself and passes every other call (and
+  every audit event) to the tool box it wraps, unchanged; the pipeline's own calls (chart,
+  searches, details) go to that wrapped tool box, so they are the same servers, scripts and
+  deadlines as the agent's.
 - The agent's prescreen looks at ``AGENT_MAX_TRIALS`` trials (the CLI takes more); its result
   is compact (verdict, explanation and questions per trial) because the agent shows the model
   at most 1,500 characters of a result.
@@ -76,12 +77,16 @@ class PrescreenToolBox:
     def __init__(self, tools: ToolBox, model: LanguageModel):
         self._tools, self._model = tools, model
 
-    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None,
+             approval: dict | None = None) -> ToolOutcome:
         if tool == PRESCREEN_TOOL:
             return prescreen_outcome(self._model, self._tools, args, deadline)
-        if idempotency_key is None:
+        if idempotency_key is None and approval is None:
             return self._tools.call(tool, args, deadline)
-        return self._tools.call(tool, args, deadline, idempotency_key=idempotency_key)
+        return self._tools.call(tool, args, deadline, idempotency_key=idempotency_key, approval=approval)
+
+    def record_event(self, kind: str, patient_id: str | None, details: dict, deadline: float) -> ToolOutcome:
+        return self._tools.record_event(kind, patient_id, details, deadline)
 
     def drug_names(self) -> list[str]:
         return self._tools.drug_names()

@@ -2,8 +2,12 @@
 approved up front, except a prescription with an unresolved high-severity safety finding,
 which is refused unless the operator gave an override reason (kept in the write's audit).
 
-Invariant: no clinician sees a headless prescription before it is written, so the gate's
-decision is final here: refused means refused, with a message that says why and how to override.
+Invariants:
+- No clinician sees a headless prescription before it is written, so the gate's decision is
+  final here: refused means refused, with a message that says why and how to override.
+- An approval carries ``override_reason`` only when it overrode a blocking report; the agent
+  keeps it in the write's audit row (``appliance.agent.write_audit``), and a refusal is recorded
+  as a rejection there too.
 """
 
 from __future__ import annotations
@@ -26,4 +30,5 @@ class HeadlessApprover:
         self.decisions.append(decision)
         if not decision.allowed:
             return Approval(False, args, decision.message)
-        return Approval(True, args, decision.message or None)
+        overridden = decision.audit["override_reason"] if safety.blocking else None
+        return Approval(True, args, decision.message or None, override_reason=overridden)

@@ -10,10 +10,14 @@ Invariants:
   refuses a blocking report unless an override reason is given; the reason goes to the audit.
 - Nothing here logs; the findings carry patient data (allergies, medications, labs) only for the
   approval dialog, the answer and the write's audit row.
+- An audit entry fitted to the record's bound (``fit_audit``) keeps every finding's kind,
+  severity and text as long as it can, and says what it left out: evidence first, then the least
+  severe findings.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +110,24 @@ class SafetyReport:
         }
 
 
+def _json_chars(value: dict[str, Any]) -> int:
+    return len(json.dumps(value, sort_keys=True))
+
+
+def fit_audit(entry: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """``entry`` (a ``to_audit`` dict) in at most ``max_chars`` of JSON, for a record that bounds
+    its audit rows: the findings' evidence goes first (``evidence_omitted``), then findings from
+    the least severe up (``findings_omitted`` counts them). An entry that fits is returned as is."""
+    if _json_chars(entry) <= max_chars:
+        return entry
+    findings = [{k: v for k, v in f.items() if k != "evidence"} for f in entry["findings"]]
+    fitted = {**entry, "findings": findings, "evidence_omitted": True}
+    while findings and _json_chars(fitted) > max_chars:
+        findings.pop()  # most severe first: the last is the least severe
+        fitted["findings_omitted"] = len(entry["findings"]) - len(findings)
+    return fitted
+
+
 _CHECK_WORDS = {
     "drug_data": "the local drug data", "allergies": "allergies", "interactions": "interactions",
     "duplicates": "duplicate therapy", "pregnancy": "pregnancy", "renal": "renal function", "age": "age",
@@ -149,5 +171,5 @@ def headless_decision(report: SafetyReport, override: str | None = None, *,
 
 __all__ = [
     "AUDIT_VERSION", "CHECKS", "KINDS", "MAX_OVERRIDE_REASON", "SEVERITIES", "UNKNOWN_DRUG_TEXT", "Finding",
-    "GateDecision", "SafetyReport", "headless_decision", "override_reason", "sort_findings",
+    "GateDecision", "SafetyReport", "fit_audit", "headless_decision", "override_reason", "sort_findings",
 ]

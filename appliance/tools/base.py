@@ -8,7 +8,11 @@ Invariants:
   have reached it: a timeout, a connection lost mid-call, an unreadable answer); for a write,
   the record may or may not have been changed.
 - A write is called with an ``idempotency_key`` made by code, one per approved write; the
-  record performs a key once, whatever reaches it how often (``ehr_db.repository``).
+  record performs a key once, whatever reaches it how often (``ehr_db.repository``). It also
+  carries its ``approval`` (``contracts.ApprovalRecord``: approval or override, who decided,
+  the safety report), which the record keeps in the write's own audit row.
+- A rejected write is recorded with ``record_event`` (kind "rejection") on the record's audit
+  log; the model never calls it.
 """
 
 from __future__ import annotations
@@ -30,8 +34,13 @@ class ToolOutcome:
 
 
 class ToolBox(Protocol):
-    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
-        """Call ``tool``; ``idempotency_key`` is given for writes only (never by the model)."""
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None,
+             approval: dict | None = None) -> ToolOutcome:
+        """Call ``tool``; ``idempotency_key`` and ``approval`` are given for approved writes only
+        (never by the model)."""
+
+    def record_event(self, kind: str, patient_id: str | None, details: dict, deadline: float) -> ToolOutcome:
+        """Append a decision that is not a write (``contracts.AuditEventKind``) to the record's audit log."""
 
     def drug_names(self) -> list[str]: ...
 
@@ -44,6 +53,9 @@ class Approval:
     # Who decided: the signed-in clinician's account name (the operator when no accounts exist),
     # for the record of approvals, rejections and overrides; None when no one was asked.
     clinician: str | None = None
+    # Why a blocking safety report (a high-severity finding) was approved anyway; set only then
+    # (headless: the operator's --override-safety reason), and kept in the write's audit row.
+    override_reason: str | None = None
 
 
 class Approver(Protocol):

@@ -17,7 +17,9 @@ Invariants:
   may have been sent is ``uncertain`` (for a write: the record may or may not have changed).
 - A server that died between calls is noticed before the next call and started again; the
   call then goes to the new server.
-- A write's ``idempotency_key`` travels as the tool's ``contracts.IDEMPOTENCY_KEY`` argument.
+- A write's ``idempotency_key`` and ``approval`` travel as the tool's ``contracts.IDEMPOTENCY_KEY``
+  and ``contracts.APPROVAL`` arguments; an audit event goes to the EHR server's
+  ``contracts.AUDIT_EVENT_TOOL``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from common.locations import PROJECT_ROOT, logs_dir
 from appliance.errors import ToolClientError
 from appliance.tools import processes
 from appliance.tools.base import ToolOutcome
-from mcp_servers.contracts import IDEMPOTENCY_KEY, TOOL_SERVERS, parse_tool_error
+from mcp_servers.contracts import APPROVAL, AUDIT_EVENT_TOOL, IDEMPOTENCY_KEY, TOOL_SERVERS, parse_tool_error
 
 log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
@@ -228,7 +230,8 @@ class MCPToolBox:
                 self._give_up(server, f"unreadable answer to {tool}")
                 return ToolOutcome(error_type="invalid_response", message="the result was not JSON", uncertain=True)
 
-    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None,
+             approval: dict | None = None) -> ToolOutcome:
         server = TOOL_SERVERS.get(tool)
         if server is None:
             return ToolOutcome(error_type="invalid_args", message=f"unknown tool {tool}")
@@ -236,7 +239,13 @@ class MCPToolBox:
             return self.local_tools[tool](args)
         if idempotency_key is not None:
             args = {**args, IDEMPOTENCY_KEY: idempotency_key}
+        if approval is not None:
+            args = {**args, APPROVAL: approval}
         return self.call_server(server, tool, args, deadline)
+
+    def record_event(self, kind: str, patient_id: str | None, details: dict, deadline: float) -> ToolOutcome:
+        return self.call_server("ehr", AUDIT_EVENT_TOOL, {"kind": kind, "patient_id": patient_id, "details": details},
+                                deadline)
 
     def ping(self, server: str, timeout: float = 5.0) -> bool:
         """Whether a server answers a tools listing (starting it if needed); for status displays.

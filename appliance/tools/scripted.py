@@ -1,7 +1,12 @@
 """Scripted tool outcomes for routing tests: a queue per tool in front of a real ToolBox.
 
-Invariant: a tool with no scripted outcome left is called for real, so a script only
-overrides what it names.
+Invariants:
+- A tool with no scripted outcome left is called for real, so a script only overrides what it
+  names.
+- ``calls`` holds the tool calls only (tool, arguments), as the model's route made them; the
+  hidden parts of a write (its key, its approval) and audit events are kept apart
+  (``idempotency_keys``, ``approvals``, ``audit_events``). Audit events always go to the real
+  tool box when there is one.
 """
 
 from __future__ import annotations
@@ -34,17 +39,30 @@ class ScriptedToolBox:
         self._drug_names = drug_names
         self.calls: list[tuple[str, dict]] = []
         self.idempotency_keys: list[str] = []  # the keys writes were called with, in order
+        self.approvals: list[dict] = []  # the approvals writes were called with, in order
+        self.audit_events: list[tuple[str, str | None, dict]] = []  # (kind, patient_id, details)
 
-    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None) -> ToolOutcome:
+    def call(self, tool: str, args: dict, deadline: float, *, idempotency_key: str | None = None,
+             approval: dict | None = None) -> ToolOutcome:
         self.calls.append((tool, dict(args)))
         if idempotency_key is not None:
             self.idempotency_keys.append(idempotency_key)
+        if approval is not None:
+            self.approvals.append(approval)
         queue = self._queues.get(tool)
         if queue:
             return queue.popleft()
         if self._fallback is None:
             raise ScriptError(f"no scripted outcome left for {tool} and no real tools to fall back on")
-        return self._fallback.call(tool, args, deadline, idempotency_key=idempotency_key)
+        return self._fallback.call(tool, args, deadline, idempotency_key=idempotency_key, approval=approval)
+
+    def record_event(self, kind: str, patient_id: str | None, details: dict, deadline: float) -> ToolOutcome:
+        """Kept in ``audit_events``; recorded for real when there are real tools (nothing is
+        scripted for it), else taken as recorded."""
+        self.audit_events.append((kind, patient_id, details))
+        if self._fallback is None:
+            return ToolOutcome(result={"kind": kind})
+        return self._fallback.record_event(kind, patient_id, details, deadline)
 
     def drug_names(self) -> list[str]:
         if self._drug_names is not None:

@@ -20,7 +20,7 @@ class Box:
         self.outcome = outcome
         self.calls: list[tuple[str, dict, str | None]] = []
 
-    def call(self, tool, args, deadline, *, idempotency_key=None):
+    def call(self, tool, args, deadline, *, idempotency_key=None, approval=None):
         self.calls.append((tool, dict(args), idempotency_key))
         return self.outcome
 

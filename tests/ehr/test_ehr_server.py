@@ -11,7 +11,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from mcp_servers import ehr
-from mcp_servers.contracts import ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error
+from mcp_servers.contracts import APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error
 
 EHR_TOOLS = sorted(t for t, server in TOOL_SERVERS.items() if server == "ehr")
 
@@ -42,6 +42,7 @@ def test_tools_match_the_contracts(server):
         actual = _strip_titles(tool.input_schema)
         if name in WRITE_TOOLS:  # set by the agent's code, never by the model: not in ARG_SCHEMAS
             assert actual["properties"].pop(IDEMPOTENCY_KEY)["anyOf"][1] == {"type": "null"}, name
+            assert actual["properties"].pop(APPROVAL)["anyOf"][1] == {"type": "null"}, name
         assert list(actual["properties"]) == list(expected["properties"]), name
         assert actual["properties"] == expected["properties"], name
         assert actual["required"] == expected["required"], name

@@ -10,7 +10,8 @@ import pytest
 from appliance.safety import (
     AmbiguousDrug, KnowledgeUnavailable, ToolBoxKnowledge, check_prescription, headless_decision,
 )
-from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, sort_findings
+from appliance.safety.headless import HeadlessApprover
+from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, fit_audit, sort_findings
 from appliance.tools.base import ToolOutcome
 from mcp_servers import knowledge as knowledge_server
 from mcp_servers.contracts import parse_tool_error
@@ -79,6 +80,34 @@ def test_headless_runs_without_high_findings_and_still_audits_them(knowledge):
     report = check_prescription("zorbitravine", make_chart(40), knowledge)
     decision = headless_decision(report)
     assert decision.allowed and decision.audit["findings"][0]["kind"] == "unknown_drug"
+
+
+def test_the_headless_approval_carries_an_override_reason_only_for_a_blocking_report(knowledge):
+    blocking = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
+    clear = check_prescription("amlodipine", make_chart(40, meds=["Metformin"]), knowledge)
+    approver = HeadlessApprover("  specialist   advice ")
+    overridden = approver("prescribe_medication", {}, blocking)
+    assert overridden.approved and overridden.override_reason == "specialist advice"
+    assert approver("prescribe_medication", {}, clear).override_reason is None  # nothing overridden
+    refused = HeadlessApprover()("prescribe_medication", {}, blocking)
+    assert not refused.approved and refused.override_reason is None
+
+
+def test_an_audit_entry_fits_the_records_bound_keeping_the_most_severe_findings():
+    evidence = {"medication": {"notes": "n" * 900}}
+    findings = [Finding("interaction", "high", "major interaction with warfarin", evidence, "data")] + [
+        Finding("interaction", "low", f"minor interaction with drug {n}", evidence, "data") for n in range(40)]
+    entry = _report(findings).to_audit("reason kept")
+    assert fit_audit(entry, 10**6) is entry  # one that fits is kept whole
+    no_evidence = fit_audit(entry, 8000)
+    assert len(json.dumps(no_evidence, sort_keys=True)) <= 8000 and no_evidence["evidence_omitted"] is True
+    assert len(no_evidence["findings"]) == 41 and "findings_omitted" not in no_evidence
+    assert all("evidence" not in f for f in no_evidence["findings"])
+    tight = fit_audit(entry, 1500)
+    assert len(json.dumps(tight, sort_keys=True)) <= 1500
+    assert tight["findings"][0]["text"] == "major interaction with warfarin"
+    assert tight["findings_omitted"] == 41 - len(tight["findings"]) > 0
+    assert tight["override_reason"] == "reason kept" and tight["blocking"] is True
 
 
 # -- never a clear report for what was not checked ---------------------------------------------

@@ -6,15 +6,18 @@ home built by ``appliance init``; the model is scripted. For each write tool and
 from __future__ import annotations
 
 import importlib
+import json
 import sqlite3
 
 import pytest
+from textual.widgets import Input
 
 from common import locations
 from appliance.config import Settings
 from appliance.init import init_home
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.mcp_client import MCPToolBox
+from ehr_db.repository import EhrRepository
 from tests.tui.helpers import IC, RC, SIZE, SY, TS, ask, good, intent, ready, settle, wait_until
 from tui.app import ClinicApp
 from tui.screens.approval import ApprovalScreen
@@ -142,3 +145,38 @@ async def test_the_safety_gate_shows_a_penicillin_allergy_before_approval(home):
         await wait_until(pilot, lambda: app.turn is None, what="the turn")
         execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
         assert execute.output["safety"]["blocking"] is True  # the report travels with the result
+        clinician = app.author_name()
+    (event,) = trail("pat-006")  # nothing written; the rejection is on the audit log, with what it refused
+    details = json.loads(event["arguments"])["details"]
+    assert (event["tool"], details["tool"], details["clinician"]) == ("rejection", "prescribe_medication", clinician)
+    assert details["safety"]["blocking"] is True and details["safety"]["findings"][0]["kind"] == "allergy"
+
+
+async def test_approving_a_blocking_prescription_is_an_override_with_the_typed_reason(home):
+    """The clinician saw the high finding and approved anyway: the write's audit row says so,
+    with their name and the reason they typed in the dialog."""
+    args = {"patient_id": "pat-006", "medication_name": "amoxicillin", "dosage": "500 mg",
+            "frequency": "three times daily", "notes": None}
+    model = ScriptedModel({IC: [intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
+                           RC: [good("Written.")], SY: ["Done: the record was updated."]})
+    tools = InProcessToolBox()
+    app = ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=lambda: tools,
+                    sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "Prescribe amoxicillin 500 mg three times daily for pat-006")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
+        app.screen.query_one("#approval-reason", Input).value = "allergy delabelled by the allergist"
+        await pilot.press("ctrl+y")
+        await wait_until(pilot, lambda: app.turn is None, what="the turn")
+        clinician = app.author_name()
+    (row,) = trail("pat-006")
+    approval = json.loads(row["result"])["approval"]
+    assert (row["tool"], approval["decision"], approval["clinician"]) == ("prescribe_medication", "override", clinician)
+    assert approval["safety"]["override_reason"] == "allergy delabelled by the allergist"
+    assert approval["safety"]["findings"][0]["severity"] == "high"
+    assert EhrRepository(locations.ehr_db_path()).verify_audit().ok
+
+
+def trail(patient: str) -> list[dict]:
+    return EhrRepository(locations.ehr_db_path()).audit_trail(patient)

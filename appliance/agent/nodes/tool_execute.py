@@ -4,7 +4,10 @@ Invariants:
 - Arguments are validated against the tool contract before any call; invalid arguments never
   reach a server.
 - Write tools run only after the approver says yes, with the (possibly edited) arguments
-  re-validated; a rejection is an error result, nothing is written.
+  re-validated; a rejection is an error result, nothing is written, and it is recorded on the
+  record's audit log (``appliance.agent.write_audit``; a failure to record it changes nothing).
+  An approved write carries its approval (approval or override of the safety report, who
+  decided, the report) to the record, which keeps it in the write's own audit row.
 - A patient ID is used only when it is grounded: typed by the clinician in this message
   (recognised as an ID, picked from code's list of matches, or written there verbatim as a
   word with a digit), the patient open in the terminal (current in the line session), or
@@ -48,6 +51,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from appliance.agent.state import AgentState, ToolResult
+from appliance.agent.write_audit import approval_record, record_rejection
 from appliance.tools.base import Approver, ToolBox, ToolOutcome
 from appliance.wording import plural
 from common.patient_ids import is_patient_id
@@ -307,6 +311,7 @@ def execute(
                              ["medication_name"])
     waited = None
     report = None
+    approved = None  # an approved write's approval, as the record keeps it
     if tool in WRITE_TOOLS:
         asked = time.perf_counter()
         for _ in range(MAX_APPROVAL_ROUNDS):
@@ -314,6 +319,7 @@ def execute(
             approval = approver(tool, dict(clean), safety=report)
             if not approval.approved:
                 waited = time.perf_counter() - asked
+                record_rejection(tools, tool, clean.get("patient_id"), approval, report, deadline)
                 return _with_safety(replace(_error_result(tool, clean, "rejected_by_user", approval.reason),
                                             approval_seconds=waited), report)
             checked_drug = clean.get("medication_name")
@@ -329,9 +335,10 @@ def execute(
             return _with_safety(_error_result(tool, clean, "rejected_by_user", "the drug kept changing in approval"),
                                 report)
         waited = time.perf_counter() - asked
+        approved = approval_record(approval, report)
     started = time.perf_counter()
     if tool in WRITE_TOOLS:  # one key per approved write: the record performs it at most once
-        outcome: ToolOutcome = tools.call(tool, clean, deadline, idempotency_key=str(uuid.uuid4()))
+        outcome: ToolOutcome = tools.call(tool, clean, deadline, idempotency_key=str(uuid.uuid4()), approval=approved)
     else:
         outcome = tools.call(tool, clean, deadline)
     seconds = time.perf_counter() - started
@@ -357,7 +364,7 @@ def execute(
     return _with_safety(ToolResult(
         tool_name=tool, tool_label=TOOL_LABELS[tool], args=clean, result=outcome.result,
         formatted_result=formatted, seconds=seconds, approval_seconds=waited,
-    ), report)
+    ), report, approved)
 
 
 UNKNOWN_WRITE = ("The {tool_label} was sent but not confirmed: the record may or may not have been changed: "
@@ -383,15 +390,17 @@ MAX_APPROVAL_ROUNDS = 3
 SafetyGate = Callable[[dict], Any]
 
 
-def _with_safety(result: ToolResult, report) -> ToolResult:
+def _with_safety(result: ToolResult, report, approved: dict | None = None) -> ToolResult:
     """The gate's report travels with the result: its text reaches synthesis (with the
-    outcome, or with the error), and its audit entry the trace."""
+    outcome, or with the error), and its audit entry the trace (for a write, as the record
+    keeps it in ``approved``, with any override reason)."""
     if report is None:
         return result
     text = report.formatted()
+    audit = approved["safety"] if approved is not None else report.to_audit()
     if result.error_type is None:
-        return replace(result, formatted_result=f"{result.formatted_result}\n{text}", safety=report.to_audit())
-    return replace(result, error=f"{result.error} {text}", safety=report.to_audit())
+        return replace(result, formatted_result=f"{result.formatted_result}\n{text}", safety=audit)
+    return replace(result, error=f"{result.error} {text}", safety=audit)
 
 
 def image_result(state: AgentState, args: dict | None) -> ToolResult:
