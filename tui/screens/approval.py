@@ -85,6 +85,13 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         text.append(ctx.author if ctx else "unknown")
         return text
 
+    def _reason_hint(self) -> str:
+        """Approving past a HIGH finding is an override: its reason is kept with the write."""
+        findings = (self.context.findings if self.context else None) or []
+        if any(line.startswith("HIGH ") for line in findings):
+            return "why approve past the HIGH finding, or reject"
+        return "optional, recorded with a rejection"
+
     def _findings_block(self) -> Text:
         findings = self.context.findings if self.context else None
         text = Text("Safety checks: ", style="bold")
@@ -126,7 +133,7 @@ class ApprovalScreen(ModalScreen[Approval | None]):
             yield Static("", id="approval-error", markup=False)
             with Horizontal(classes="approval-field"):
                 yield Label("reason", classes="approval-label")
-                yield Input(placeholder="optional, recorded with a rejection", id="approval-reason", compact=True)
+                yield Input(placeholder=self._reason_hint(), id="approval-reason", compact=True)
             with Horizontal(id="approval-buttons"):
                 yield Button("Approve (Ctrl+Y)", id="approve", variant="success", compact=True)
                 yield Button("Reject (Ctrl+R)", id="reject", variant="error", compact=True)
