@@ -13,7 +13,7 @@ os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 # Prompts per schema in the decoding property test (tests/slow/test_fast_decoding.py): 30 keeps
 # it under 2 minutes on two cores; run 500 (7,500 calls, ~22 minutes) whenever appliance/llm/ changes.
-DEFAULT_DECODE_SAMPLES = 30
+DEFAULT_DECODE_SAMPLES = 10
 # Generated MCP tool calls in tests/slow/test_bad_input_thousands.py (about 2-3 minutes on two
 # cores); the fast suite makes tests/properties/tool_calls.FAST_CALLS.
 DEFAULT_BAD_INPUT_CALLS = 10_000
