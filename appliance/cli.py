@@ -21,13 +21,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from appliance import extraction_cli, grounding_cli, prescreen_cli, records_cli, user_cli
+from appliance import extraction_cli, grounding_cli, prescreen_cli, records_cli, terminal_cli, user_cli
 from appliance.cli_support import load_script, settings_from
 from appliance.config import Settings
 from appliance.errors import ApplianceError, ScriptError
 from common.locations import PRIVATE_UMASK
-
-os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 
 def agent_script(path: str) -> dict:
@@ -192,6 +190,7 @@ def parser() -> argparse.ArgumentParser:
     tui.set_defaults(func=cmd_tui)
 
     user_cli.register(sub)
+    terminal_cli.register(sub)
     prescreen_cli.register(sub)
 
     evals = sub.add_parser("eval", help="measurements on the shipped public data (figures; asserts nothing)")

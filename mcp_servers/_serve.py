@@ -7,7 +7,8 @@ Invariants:
   store's own ``ensure_database``. A tool call on a server given no path is
   ``service_unavailable``.
 - ``serve`` runs stdio by default or streamable HTTP with ``--http HOST:PORT``; a malformed
-  address is a usage error, not a traceback.
+  address is a usage error, not a traceback. Over HTTP it runs with ``access.http_policy``:
+  terminal bearer tokens when any exist, and never on a non-loopback address without them.
 - ``ArgumentErrors`` (attached to every server) turns fastmcp's argument-validation failure
   into the contract's ``ToolError("<error_type>: ...")``, naming fields but never echoing values.
 """
@@ -25,6 +26,7 @@ from fastmcp.server.middleware import Middleware
 from pydantic import ValidationError as PydanticValidationError
 
 from common.locations import PRIVATE_UMASK
+from mcp_servers.access import AccessError, http_policy
 from mcp_servers.contracts import tool_error_message
 
 # Pydantic error types that mean "nothing was given" rather than "something wrong was given".
@@ -84,6 +86,10 @@ def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callab
         host, _, port = args.http.rpartition(":")
         if not host or not port.isdigit():
             parser.error("--http needs HOST:PORT, for example 127.0.0.1:8765")
+        try:
+            mcp.auth = http_policy(host)
+        except AccessError as exc:
+            parser.exit(2, f"{parser.prog}: {exc}\n")
         mcp.run(transport="http", host=host, port=int(port), show_banner=False)
     else:
         mcp.run(transport="stdio", show_banner=False)

@@ -46,7 +46,7 @@ from urllib.parse import unquote
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from fastmcp.server.dependencies import get_http_request
+from fastmcp.server.dependencies import get_access_token, get_http_request
 from pydantic import Field
 
 from common.operator import operator_name
@@ -108,7 +108,12 @@ def _approval(approval: ApprovalRecord | None) -> dict[str, Any] | None:
 
 
 def _author() -> str:
-    """Who is writing: the HTTP request's user header, else this process's user."""
+    """Who is writing: over HTTP with terminal tokens, the token's account (whatever headers
+    say); over HTTP on loopback without tokens, the request's user header; else this process's
+    user."""
+    token = get_access_token()
+    if token is not None and token.subject:
+        return token.subject
     try:
         raw = get_http_request().headers.get(USER_HEADER, "")
     except RuntimeError:  # stdio or in memory: no HTTP request behind this call

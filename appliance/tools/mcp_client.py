@@ -4,8 +4,9 @@ Invariants:
 - Servers run as stdio subprocesses (``python -m mcp_servers.<name>``) started on first use
   and kept for the session, or are reached over streamable HTTP when
   ``APPLIANCE_MCP_<NAME>_URL`` is set (a clinic sharing one server between terminals); over
-  HTTP every request carries ``X-Appliance-User`` from ``$APPLIANCE_USER`` so the shared EHR
-  server records the right author.
+  HTTP every request carries the terminal's bearer token from ``$APPLIANCE_MCP_TOKEN`` (a
+  server with terminal tokens records the token's account as the author of writes) and
+  ``X-Appliance-User`` from ``$APPLIANCE_USER`` (used only by a loopback server without tokens).
 - All async work runs on one private event loop thread; callers are synchronous and every
   call has a deadline.
 - Transport failures become ``ToolOutcome`` error types; nothing from fastmcp or anyio
@@ -77,7 +78,7 @@ class MCPToolBox:
     """Synchronous facade over fastmcp clients, safe to call from any one thread at a time."""
 
     def __init__(self, env: dict[str, str] | None = None):
-        self._env = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", **(env or {})}
+        self._env = {**os.environ, **(env or {})}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
         self._thread.start()
@@ -99,6 +100,9 @@ class MCPToolBox:
             # (the EHR server records it as the author of writes; percent-encoded UTF-8).
             user = self._env.get("APPLIANCE_USER", "").strip()
             headers = {USER_HEADER: quote(user, safe=" .,@'-")} if user else {}
+            token = self._env.get("APPLIANCE_MCP_TOKEN", "").strip()  # this terminal's (servers with tokens)
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
             transport = StreamableHttpTransport(url, headers=headers)
             return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
         logs = logs_dir()

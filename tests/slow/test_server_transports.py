@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 from fastmcp import Client
-from fastmcp.client.transports import StdioTransport
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
 from ehr_db.setup import ensure_database as ensure_ehr
@@ -120,11 +123,84 @@ def test_streamable_http_round_trip(server, tmp_path):
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}"],
-            cwd=PROJECT, env=ENV, stdout=out, stderr=subprocess.STDOUT,
+            cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(tmp_path)}, stdout=out, stderr=subprocess.STDOUT,
         )
         try:
             asyncio.run(_wait_until_up(url, proc, log))
             asyncio.run(_exercise(name, Client(url, timeout=30)))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_token_names_the_author(tmp_path):
+    """A clinic server with tokens: no token, a wrong one or a revoked one reaches no tool; a
+    valid one writes in its account's name whatever X-Appliance-User claims."""
+    from mcp_servers.access import add_terminal, revoke_terminal
+
+    db = tmp_path / "ehr.sqlite"
+    ensure_ehr(db)
+    tokens = tmp_path / "terminals.json"
+    token = add_terminal("desk-1", "aokafor", tokens)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log = tmp_path / "server.log"
+
+    def client(bearer: str | None) -> Client:
+        headers = {"X-Appliance-User": "someone-else"}
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        return Client(StreamableHttpTransport(url, headers=headers), timeout=30)
+
+    def refused(bearer: str | None) -> None:
+        """401 at the HTTP layer, before any MCP message is read; an MCP client gets no tools."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=10)
+        assert exc.value.code == 401
+
+        async def list_tools() -> None:
+            async with client(bearer) as c:
+                await c.list_tools()
+
+        with pytest.raises(Exception):  # noqa: B017, PT011 - the MCP client's own error type
+            asyncio.run(list_tools())
+
+    async def write() -> dict:
+        async with client(token) as c:
+            return (await c.call_tool("prescribe_medication", {
+                "patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
+                "frequency": "twice daily", "notes": None})).data
+
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcp_servers.ehr", "--db", str(db), "--http", f"127.0.0.1:{port}"],
+            cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(tmp_path)}, stdout=out, stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # up when a request with the token is answered
+                assert proc.poll() is None, log.read_text()
+                try:
+                    assert (asyncio.run(write()))["author"] == "aokafor"
+                    break
+                except AssertionError:
+                    raise
+                except Exception:  # noqa: BLE001 - not listening yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            refused(None)
+            refused(token[:-2] + "xx")
+            revoke_terminal("desk-1", tokens)
+            refused(token)
         finally:
             proc.terminate()
             try:

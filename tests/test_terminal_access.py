@@ -1,0 +1,110 @@
+"""Terminal bearer tokens (``mcp_servers.access``, ``appliance terminal``): only hashes stored,
+revocation at once, and no server on a non-loopback address without tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from mcp_servers import access
+from common.locations import PROJECT_ROOT
+
+
+def test_a_token_is_shown_once_and_only_its_hash_is_kept(tmp_path):
+    path = tmp_path / "terminals.json"
+    token = access.add_terminal("desk-1", "aokafor", path)
+    text = path.read_text()
+    assert token not in text and access._digest(token) in text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    [t] = access.read_terminals(path)
+    assert (t.name, t.account) == ("desk-1", "aokafor")
+    with pytest.raises(access.AccessError, match="exists already"):
+        access.add_terminal("desk-1", "someone", path)
+    with pytest.raises(access.AccessError, match="terminal name"):
+        access.add_terminal("../etc", "someone", path)
+    assert access.add_terminal("desk-2", "bnurse", path) != token  # every token is new
+
+
+def test_the_verifier_gives_the_tokens_account_and_refuses_revoked_or_unknown_tokens(tmp_path):
+    path = tmp_path / "terminals.json"
+    token = access.add_terminal("desk-1", "aokafor", path)
+    verifier = access.TerminalTokens(path)
+    found = asyncio.run(verifier.verify_token(token))
+    assert found is not None and (found.subject, found.client_id) == ("aokafor", "desk-1")
+    assert asyncio.run(verifier.verify_token(token + "x")) is None
+    access.revoke_terminal("desk-1", path)
+    assert asyncio.run(verifier.verify_token(token)) is None  # at once, no restart
+    with pytest.raises(access.AccessError, match="no terminal named"):
+        access.revoke_terminal("desk-1", path)
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True),
+                                            ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
+                                            ("192.168.1.20", False), ("clinic-host", False)])
+def test_loopback_addresses(host, loopback):
+    assert access.is_loopback(host) is loopback
+
+
+def test_the_http_policy(tmp_path):
+    path = tmp_path / "terminals.json"
+    assert access.http_policy("127.0.0.1", path) is None  # a developer's loopback server
+    with pytest.raises(access.AccessError, match="refusing to serve on 0.0.0.0 without terminal tokens"):
+        access.http_policy("0.0.0.0", path)
+    access.add_terminal("desk-1", "aokafor", path)
+    for host in ("0.0.0.0", "127.0.0.1"):  # with tokens, every request needs one, on any address
+        assert isinstance(access.http_policy(host, path), access.TerminalTokens)
+
+
+def _env(home):
+    return {**os.environ, "APPLIANCE_HOME": str(home), "FASTMCP_CHECK_FOR_UPDATES": "off"}
+
+
+def test_a_server_on_every_interface_without_tokens_refuses_to_start(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mcp_servers.ehr", "--db", str(tmp_path / "ehr.sqlite"),
+                           "--http", "0.0.0.0:8799"], cwd=PROJECT_ROOT, env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "without terminal tokens" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_terminal_commands(tmp_path):
+    def cli(*argv):
+        return subprocess.run([sys.executable, "-m", "appliance.cli", "terminal", *argv], cwd=PROJECT_ROOT,
+                              env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+
+    added = cli("add", "desk-1", "--account", "aokafor", "--json")
+    assert added.returncode == 0, added.stderr
+    token = json.loads(added.stdout)["token"]
+    listed = cli("list", "--json")
+    assert json.loads(listed.stdout)[0]["terminal"] == "desk-1" and token not in listed.stdout
+    again = cli("add", "desk-1", "--account", "aokafor")
+    assert again.returncode == 2 and "exists already" in again.stderr
+    assert cli("revoke", "desk-1").returncode == 0 and json.loads(cli("list", "--json").stdout) == []
+
+
+def test_with_clinician_accounts_a_terminal_must_name_one_that_is_enabled(tmp_path):
+    def cli(*argv, stdin=None):
+        return subprocess.run([sys.executable, "-m", "appliance.cli", *argv], cwd=PROJECT_ROOT, input=stdin,
+                              env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+
+    assert cli("user", "add", "aokafor", stdin="a long enough passphrase\n").returncode == 0
+    refused = cli("terminal", "add", "desk-1", "--account", "nobody")
+    assert refused.returncode == 2 and "no enabled clinician account 'nobody'" in refused.stderr
+    assert cli("terminal", "add", "desk-1", "--account", "aokafor").returncode == 0
+
+
+@pytest.mark.parametrize("entry", ["mcp_servers.ehr", "appliance.cli", "tui.launcher", "appliance.grounding.serve"])
+def test_every_entry_point_turns_off_dependency_update_checks_itself(entry):
+    """Started with a clean environment, each entry point's package sets fastmcp's update check
+    off before fastmcp is imported (nothing on the network at run time)."""
+    env = {k: v for k, v in os.environ.items() if k != "FASTMCP_CHECK_FOR_UPDATES"}
+    code = f"import {entry}, fastmcp; print(fastmcp.settings.check_for_updates)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "off"
