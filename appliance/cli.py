@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from appliance import extraction_cli, grounding_cli, prescreen_cli, records_cli, terminal_cli, user_cli
+from appliance import extraction_cli, grounding_cli, model_cli, prescreen_cli, records_cli, terminal_cli, user_cli
 from appliance.cli_support import load_script, settings_from
 from appliance.config import Settings
 from appliance.errors import ApplianceError, ScriptError
@@ -191,6 +191,7 @@ def parser() -> argparse.ArgumentParser:
 
     user_cli.register(sub)
     terminal_cli.register(sub)
+    model_cli.register(sub)
     prescreen_cli.register(sub)
 
     evals = sub.add_parser("eval", help="measurements on the shipped public data (figures; asserts nothing)")

@@ -2,21 +2,23 @@
 
 Invariants:
 - The only place that turns a profile name into a loaded llama.cpp model, so every entry point
-  (CLI, smoke, TUI, bench) verifies the file the same way; the models folder is resolved here
-  (``common.locations``) and handed down to ``models``.
+  (CLI, smoke, TUI, bench) verifies the file the same way; the models folders are resolved here
+  (``common.locations``: installed models first, then the project's) and handed down to ``models``.
 - llama.cpp and the MCP client are imported only when something is built, so importing this
   module stays cheap.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from appliance.config import Settings
 from appliance.tools.base import Approver, deny_all
-from common.locations import models_dir
-from models.profiles import get_profile
+from common.locations import installed_models_dir, models_dir
+from models.install import installed
+from models.profiles import ModelProfile, get_profile
 
 if TYPE_CHECKING:
     from appliance.agent.graph import Agent
@@ -24,15 +26,44 @@ if TYPE_CHECKING:
     from appliance.tools.mcp_client import MCPToolBox
 
 
+@dataclass(frozen=True)
+class ModelFiles:
+    """Which file a profile loads from, the sha256 it must have, and where its projector is."""
+
+    profile: ModelProfile
+    path: Path
+    sha256: str | None
+    folder: Path  # where the profile's vision projector is looked for
+    installed: bool  # placed by `appliance model install`
+
+
+def model_files(settings: Settings) -> ModelFiles:
+    """The operator's ``model_path`` when set; else the profile's installed copy
+    (``appliance model install``, with the sha256 recorded then); else the file in the
+    project's ``models/`` (the embedded default). A sha256 in the settings wins over both."""
+    profile = get_profile(settings.model)
+    folder = installed_models_dir()
+    entry = installed(profile.name, folder) if not settings.model_path else None
+    if entry is not None:
+        path, sha256 = folder / entry.file, entry.sha256
+    else:
+        folder = models_dir()
+        path, sha256 = profile.path(folder, settings.model_path), profile.sha256
+    if settings.model_sha256 is not None:
+        sha256 = settings.model_sha256
+    return ModelFiles(profile, path, sha256, folder, entry is not None)
+
+
 def model_path(settings: Settings) -> Path:
-    return get_profile(settings.model).path(models_dir(), settings.model_path)
+    return model_files(settings).path
 
 
 def load_model(settings: Settings) -> LlamaModel:
     from appliance.llm.llama import LlamaModel
 
-    return LlamaModel(get_profile(settings.model), model_path(settings), sha256=settings.model_sha256,
-                      n_threads=settings.n_threads, models_dir=models_dir())
+    files = model_files(settings)
+    return LlamaModel(files.profile, files.path, sha256=files.sha256, n_threads=settings.n_threads,
+                      models_dir=files.folder)
 
 
 def build_agent(settings: Settings, script: dict | None = None, approver: Approver = deny_all,

@@ -87,6 +87,13 @@ def models_dir() -> Path:
     return PROJECT_ROOT / "models"
 
 
+def installed_models_dir() -> Path:
+    """Where ``appliance model install`` puts operator-supplied models: ``$APPLIANCE_MODELS``,
+    else ``models/`` in the data home."""
+    env = os.environ.get("APPLIANCE_MODELS")
+    return Path(env).expanduser().resolve() if env else data_home() / "models"
+
+
 def new_run_dir(kind: str, root: Path | None = None) -> Path:
     """A fresh private folder for one evaluation run, ``<root>/<kind>-<UTC stamp>[-n]`` (root:
     ``runs/`` in the data home)."""

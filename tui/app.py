@@ -40,7 +40,7 @@ from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.sessions import SessionStore, SessionStoreError
 from appliance.llm.base import VisionModel
-from common.locations import models_dir
+from appliance.runtime import model_files
 from models.profiles import get_profile
 from models.projector import projector_problem
 from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
@@ -150,7 +150,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         (a projector llama.cpp refused makes it false), before that the profile's projector file."""
         if self.model is not None:
             return isinstance(self.model, VisionModel) and self.model.vision_available
-        return projector_problem(self.profile, models_dir()) is None
+        return projector_problem(self.profile, model_files(self.settings).folder) is None
 
     def notice(self, text: str, severity: str = "information") -> None:
         self.notices.append((severity, text))

@@ -33,14 +33,13 @@ def real_model_loader(settings: Settings, progress: LoadProgress):
     fails here is left to the load, which raises the error with its guidance for the profile.
     """
     from appliance.errors import ModelFileError
-    from appliance.runtime import load_model, model_path
-    from models.profiles import get_profile
+    from appliance.runtime import load_model, model_files
     from models.verify import verify_model_file
 
-    expected = settings.model_sha256 if settings.model_sha256 is not None else get_profile(settings.model).sha256
+    files = model_files(settings)
     progress(VERIFYING, None)
     try:
-        verify_model_file(model_path(settings), expected,
+        verify_model_file(files.path, files.sha256,
                           progress=lambda done, total: progress(HASHING, done / total if total else 1.0))
     except ModelFileError:
         pass

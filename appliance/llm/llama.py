@@ -64,6 +64,20 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
         raise ModelFileError(f"llama.cpp could not load {path}: {exc}") from None
 
 
+def check_readable(path: Path) -> None:
+    """llama.cpp opens ``path``'s header, metadata and vocabulary and checks that every tensor
+    lies within the file (no weights evaluated; under a second); ``ModelInstallError`` if not."""
+    import llama_cpp
+
+    from models.install import ModelInstallError
+
+    quiet_llama_logs(llama_cpp)
+    try:
+        llama_cpp.Llama(model_path=str(path), n_ctx=256, vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError):
+        raise ModelInstallError("llama.cpp cannot read it: the file is damaged or incomplete") from None
+
+
 class LlamaModel:
     """A loaded GGUF behind the LanguageModel interface."""
 
