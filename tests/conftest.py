@@ -8,11 +8,35 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+# The network guard (tests/netguard/sitecustomize.py): this process and every Python process the
+# tests start refuse any connection or lookup off loopback, and log it; the session fails if the
+# log is not empty at the end, even when the code under test swallowed the error.
+NETGUARD = Path(__file__).resolve().parent / "netguard"
+NETGUARD_LOG = Path(os.environ.setdefault(
+    "APPLIANCE_NETGUARD_LOG", str(Path(os.environ.get("TMPDIR", "/tmp")) / f"appliance-netguard-{os.getpid()}.log")))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(NETGUARD), os.environ.get("PYTHONPATH")) if p)
+NETGUARD_LOG.unlink(missing_ok=True)
 
 
-# Prompts per schema in the decoding property test (tests/slow/test_fast_decoding.py): 30 keeps
-# it under 2 minutes on two cores; run 500 (7,500 calls, ~22 minutes) whenever appliance/llm/ changes.
+def _install_guard() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("appliance_netguard", NETGUARD / "sitecustomize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # installs itself: APPLIANCE_NETGUARD_LOG is set
+
+
+_install_guard()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if NETGUARD_LOG.exists() and NETGUARD_LOG.read_text().strip():
+        print(f"\nnetwork access during the tests (tests/netguard):\n{NETGUARD_LOG.read_text()}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# Prompts per schema in the decoding property test (tests/slow/test_fast_decoding.py): 10 (170
+# calls) keeps the whole suite's share small; run 500 (8,500 calls) whenever appliance/llm/ changes.
 DEFAULT_DECODE_SAMPLES = 10
 # Generated MCP tool calls in tests/slow/test_bad_input_thousands.py (about 2-3 minutes on two
 # cores); the fast suite makes tests/properties/tool_calls.FAST_CALLS.
