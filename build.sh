@@ -3,6 +3,7 @@
 #   ./build.sh          set up only
 #   ./build.sh run      set up, then start the appliance on the embedded default model
 #   ./build.sh test     set up, then run the whole test suite
+#   ./build.sh bundle [DIR]  set up, then write an offline installation bundle (appliance/bundle.py)
 # Setup: a virtual environment in .venv/, the packages (llama-cpp-python compiled from source;
 # pip's wheel cache makes later runs fast), the default model assembled into models/ and
 # sha256-checked, and the local databases in the data home ($APPLIANCE_HOME, default
@@ -38,7 +39,6 @@ say "installing packages (the first build of llama-cpp-python takes several minu
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
-export FASTMCP_CHECK_FOR_UPDATES=off
 say "initialising the data home and the default model"
 .venv/bin/appliance init
 
@@ -46,5 +46,6 @@ case "${1:-}" in
   "") say "ready: run .venv/bin/appliance" ;;
   run) shift; exec .venv/bin/appliance "$@" ;;
   test) shift; exec .venv/bin/python -m pytest "$@" ;;
-  *) echo "build.sh: unknown action '$1' (use: run, test)" >&2; exit 2 ;;
+  bundle) shift; exec .venv/bin/python -m appliance.bundle "$@" ;;
+  *) echo "build.sh: unknown action '$1' (use: run, test, bundle)" >&2; exit 2 ;;
 esac

@@ -16,15 +16,14 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import tempfile
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationTruncated
+from common.locations import scratch_home
 
 
 @dataclass
@@ -266,8 +265,8 @@ def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeat
     if criteria < 0 or criteria == 1:
         raise ApplianceError("--criteria must be 0 (skip) or at least 2")
 
-    with tempfile.TemporaryDirectory(prefix="appliance-bench-") as home:
-        os.environ["APPLIANCE_HOME"] = home
+    with scratch_home("appliance-bench-") as home_path:
+        home = str(home_path)
         init_home(progress=lambda _m: None, with_model=False)
         model = load_model(settings)
         with MCPToolBox(env={"APPLIANCE_HOME": home}) as tools:

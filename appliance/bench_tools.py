@@ -17,13 +17,13 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 import random
 import tempfile
 import time
 from pathlib import Path
 
 from appliance.bench_timing import DEADLINE, time_calls
+from common.locations import scratch_home
 
 # (server, tool, arguments), in report order.
 TOOL_CALLS: tuple[tuple[str, str, dict], ...] = (
@@ -118,8 +118,8 @@ def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, 
     from mcp_servers.umls_import import build_synthetic
 
     report: dict = {"tools": {}, "concept_search_100k": {}}
-    with tempfile.TemporaryDirectory(prefix="appliance-bench-tools-") as home:
-        os.environ["APPLIANCE_HOME"] = home
+    with scratch_home("appliance-bench-tools-") as home_path:
+        home = str(home_path)
         init_home(progress=lambda _m: None, with_model=False)
         with MCPToolBox(env={"APPLIANCE_HOME": home}) as box:
             report["tools"] = bench_tool_calls(box, n)

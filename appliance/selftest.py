@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sqlite3
 import sys
-import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+from common.locations import scratch_home
 
 # HOOK: the fault drill (faults injected into the MCP servers during real calls: a crash, a hang
 # past the deadline, garbage) is run when the build has it: ``module.function(home: Path) ->
@@ -48,25 +49,14 @@ def _optional(module: str, name: str) -> Callable | None:
         return None
 
 
-class _Home:
-    """A fresh data home in a temporary folder, ``$APPLIANCE_HOME`` pointing at it meanwhile."""
-
-    def __enter__(self) -> Path:
-        self._tmp = tempfile.TemporaryDirectory(prefix="appliance-selftest-")
-        self._saved = os.environ.get("APPLIANCE_HOME")
-        home = Path(self._tmp.name) / "home"
-        os.environ["APPLIANCE_HOME"] = str(home)
+@contextmanager
+def _home() -> Iterator[Path]:
+    """A fresh data home in a temporary folder (``common.locations.scratch_home``), initialised."""
+    with scratch_home("appliance-selftest-") as home:
         from appliance.init import init_home
 
         init_home(progress=lambda message: None, with_model=False)
-        return home
-
-    def __exit__(self, *exc) -> None:
-        if self._saved is None:
-            os.environ.pop("APPLIANCE_HOME", None)
-        else:
-            os.environ["APPLIANCE_HOME"] = self._saved
-        self._tmp.cleanup()
+        yield home
 
 
 def _matrix(home: Path) -> dict:
@@ -146,7 +136,7 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
         finally:
             out["seconds"][name] = round(time.perf_counter() - started, 2)
 
-    with _Home() as home, servers_on(home):
+    with _home() as home, servers_on(home):
         matrix = check("safety_matrix", "safety matrix (13 patients x 23 drugs)", lambda: _matrix(home))
         bad = check("bad_inputs", f"{bad_inputs} generated calls to every tool",
                     lambda: run_bad_inputs(home / "ehr.sqlite", bad_inputs))

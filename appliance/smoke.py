@@ -13,8 +13,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from appliance.errors import ApplianceError, ScriptError
 from appliance.llm.base import LanguageModel
 from appliance.tools.base import approve_all
 from appliance.tools.scripted import ScriptedToolBox
+from common.locations import scratch_home
 from mcp_servers.contracts import TOOL_LABELS
 
 EDGES = {
@@ -193,10 +192,10 @@ def run_smoke(settings: Settings, as_json: bool = False) -> int:
     from appliance.runtime import load_model
     from appliance.tools.mcp_client import MCPToolBox
 
-    with tempfile.TemporaryDirectory(prefix="appliance-smoke-") as home:
-        os.environ["APPLIANCE_HOME"] = home
+    with scratch_home("appliance-smoke-") as home_path:
+        home = str(home_path)
         init_home(progress=lambda _msg: None, with_model=False)
-        image = Path(home) / "chest.png"
+        image = home_path / "chest.png"
         image.write_bytes(bytes.fromhex("89504e470d0a1a0a"))  # PNG signature: the image is never decoded
         model = load_model(settings)
         rows = []

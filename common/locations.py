@@ -15,8 +15,11 @@ Invariants:
 from __future__ import annotations
 
 import os
+import tempfile
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRIVATE_UMASK = 0o077  # new files 0600, new directories 0700
@@ -83,8 +86,12 @@ def logs_dir() -> Path:
 
 
 def models_dir() -> Path:
-    """Shipped and operator-placed GGUF files live in the project's ``models/`` folder."""
-    return PROJECT_ROOT / "models"
+    """Where the embedded default model is assembled and operator files may be placed: the
+    checkout's ``models/`` when running from a checkout (a ``pyproject.toml`` beside the
+    packages), else (installed from wheels, e.g. from a bundle) ``installed_models_dir()``."""
+    if (PROJECT_ROOT / "pyproject.toml").is_file():
+        return PROJECT_ROOT / "models"
+    return installed_models_dir()
 
 
 def installed_models_dir() -> Path:
@@ -105,3 +112,23 @@ def new_run_dir(kind: str, root: Path | None = None) -> Path:
         n += 1
         path = base / f"{kind}-{stamp}-{n}"
     return private_dir(path)
+
+
+@contextmanager
+def scratch_home(prefix: str) -> Iterator[Path]:
+    """A fresh data home in a temporary folder for a check that must not touch the live one
+    (smoke, bench, selftest): ``$APPLIANCE_HOME`` points at it meanwhile, ``$APPLIANCE_MODELS``
+    keeps pointing where the installed models are, and both are restored afterwards."""
+    saved = {name: os.environ.get(name) for name in ("APPLIANCE_HOME", "APPLIANCE_MODELS")}
+    os.environ["APPLIANCE_MODELS"] = str(installed_models_dir())
+    try:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            home = Path(tmp) / "home"
+            os.environ["APPLIANCE_HOME"] = str(home)
+            yield home
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
