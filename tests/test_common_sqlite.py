@@ -67,16 +67,22 @@ def test_a_damaged_database_is_refused_clearly(tmp_path):
         sqlite.connect(path)
 
 
-def test_the_integrity_check_runs_once_per_file(tmp_path, monkeypatch):
-    traced: list[str] = []
+@pytest.fixture
+def traced(monkeypatch) -> list[str]:
+    """Every SQL statement the helper's connections run, in order."""
+    statements: list[str] = []
     real_connect = sqlite3.connect
 
     def tracing_connect(*args, **kwargs):
         conn = real_connect(*args, **kwargs)
-        conn.set_trace_callback(traced.append)
+        conn.set_trace_callback(statements.append)
         return conn
 
     monkeypatch.setattr(sqlite.sqlite3, "connect", tracing_connect)
+    return statements
+
+
+def test_the_integrity_check_runs_once_per_file(tmp_path, traced):
     path = tmp_path / "once.sqlite"
     sqlite.connect(path).close()
     assert "PRAGMA quick_check" in traced
@@ -86,17 +92,7 @@ def test_the_integrity_check_runs_once_per_file(tmp_path, monkeypatch):
     assert traced and not any("quick_check" in sql for sql in traced)
 
 
-
-def test_readers_of_a_rebuildable_store_skip_the_integrity_check(tmp_path, monkeypatch):
-    traced: list[str] = []
-    real_connect = sqlite3.connect
-
-    def tracing_connect(*args, **kwargs):
-        conn = real_connect(*args, **kwargs)
-        conn.set_trace_callback(traced.append)
-        return conn
-
-    monkeypatch.setattr(sqlite.sqlite3, "connect", tracing_connect)
+def test_readers_of_a_rebuildable_store_skip_the_integrity_check(tmp_path, traced):
     path = tmp_path / "rebuilt.sqlite"
     sqlite.connect(path, read_only=True, durable=False).close()
     assert traced and not any("quick_check" in sql for sql in traced)

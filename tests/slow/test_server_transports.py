@@ -12,7 +12,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from fastmcp import Client
@@ -115,19 +117,19 @@ async def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
             await asyncio.sleep(0.2)
 
 
-def test_streamable_http_round_trip(server, tmp_path):
-    name, db = server
+@contextmanager
+def _http_server(name: str, db: Path, home: Path) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """``python -m mcp_servers.<name> --http`` on a free loopback port, data home ``home``:
+    (its URL, its process, its log), stopped afterwards."""
     port = _free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    log = tmp_path / "server.log"
+    log = home / f"{name}-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}"],
-            cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(tmp_path)}, stdout=out, stderr=subprocess.STDOUT,
+            cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT,
         )
         try:
-            asyncio.run(_wait_until_up(url, proc, log))
-            asyncio.run(_exercise(name, Client(url, timeout=30)))
+            yield f"http://127.0.0.1:{port}/mcp", proc, log
         finally:
             proc.terminate()
             try:
@@ -135,6 +137,13 @@ def test_streamable_http_round_trip(server, tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def test_streamable_http_round_trip(server, tmp_path):
+    name, db = server
+    with _http_server(name, db, tmp_path) as (url, proc, log):
+        asyncio.run(_wait_until_up(url, proc, log))
+        asyncio.run(_exercise(name, Client(url, timeout=30)))
 
 
 def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_token_names_the_author(tmp_path):
@@ -146,17 +155,13 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
     ensure_ehr(db)
     tokens = tmp_path / "terminals.json"
     token = add_terminal("desk-1", "aokafor", tokens)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    log = tmp_path / "server.log"
-
-    def client(bearer: str | None) -> Client:
+    def client(url: str, bearer: str | None) -> Client:
         headers = {"X-Appliance-User": "someone-else"}
         if bearer:
             headers["Authorization"] = f"Bearer {bearer}"
         return Client(StreamableHttpTransport(url, headers=headers), timeout=30)
 
-    def refused(bearer: str | None) -> None:
+    def refused(url: str, bearer: str | None) -> None:
         """401 at the HTTP layer, before any MCP message is read; an MCP client gets no tools."""
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         if bearer:
@@ -167,44 +172,32 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
         assert exc.value.code == 401
 
         async def list_tools() -> None:
-            async with client(bearer) as c:
+            async with client(url, bearer) as c:
                 await c.list_tools()
 
         with pytest.raises(Exception):  # noqa: B017, PT011 - the MCP client's own error type
             asyncio.run(list_tools())
 
-    async def write() -> dict:
-        async with client(token) as c:
+    async def write(url: str) -> dict:
+        async with client(url, token) as c:
             return (await c.call_tool("prescribe_medication", {
                 "patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
                 "frequency": "twice daily", "notes": None})).data
 
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mcp_servers.ehr", "--db", str(db), "--http", f"127.0.0.1:{port}"],
-            cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(tmp_path)}, stdout=out, stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:  # up when a request with the token is answered
-                assert proc.poll() is None, log.read_text()
-                try:
-                    assert (asyncio.run(write()))["author"] == "aokafor"
-                    break
-                except AssertionError:
-                    raise
-                except Exception:  # noqa: BLE001 - not listening yet
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-            refused(None)
-            refused(token[:-2] + "xx")
-            revoke_terminal("desk-1", tokens)
-            refused(token)
-        finally:
-            proc.terminate()
+    with _http_server("ehr", db, tmp_path) as (url, proc, log):
+        deadline = time.monotonic() + 30
+        while True:  # up when a request with the token is answered
+            assert proc.poll() is None, log.read_text()
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                assert asyncio.run(write(url))["author"] == "aokafor"
+                break
+            except AssertionError:
+                raise
+            except Exception:  # noqa: BLE001 - not listening yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        refused(url, None)
+        refused(url, token[:-2] + "xx")
+        revoke_terminal("desk-1", tokens)
+        refused(url, token)

@@ -123,17 +123,26 @@ async def test_a_write_reaches_the_real_ehr_only_after_approve(home, tool, decis
             assert execute.output["error_type"] == "rejected_by_user"
 
 
+AMOXICILLIN_FOR_PAT_006 = {"patient_id": "pat-006", "medication_name": "amoxicillin", "dosage": "500 mg",
+                           "frequency": "three times daily", "notes": None}
+
+
+def _amoxicillin_app(home, result: dict, answer: str) -> ClinicApp:
+    """The terminal over the real record, with a model that proposes amoxicillin for pat-006
+    (penicillin-allergic), then labels the result ``result`` and answers ``answer``."""
+    model = ScriptedModel({IC: [intent("prescribe_medication")],
+                           TS: [{"tool_name": "prescribe_medication"}, AMOXICILLIN_FOR_PAT_006],
+                           RC: [result], SY: [answer]})
+    tools = InProcessToolBox()
+    return ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=lambda: tools,
+                     sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
+
+
 async def test_the_safety_gate_shows_a_penicillin_allergy_before_approval(home):
     """pat-006 Emily Johnson has a recorded penicillin allergy: amoxicillin is flagged, high, in
     the dialog, from the real chart and the real local drug data."""
-    args = {"patient_id": "pat-006", "medication_name": "amoxicillin", "dosage": "500 mg",
-            "frequency": "three times daily", "notes": None}
-    model = ScriptedModel({IC: [intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
-                           RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}],
-                           SY: ["Nothing was written to the record."]})
-    tools = InProcessToolBox()
-    app = ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=lambda: tools,
-                    sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
+    app = _amoxicillin_app(home, {"quality": "error_fatal", "brief_summary": "Not approved."},
+                           "Nothing was written to the record.")
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot, "Prescribe amoxicillin 500 mg three times daily for pat-006")
@@ -155,13 +164,7 @@ async def test_the_safety_gate_shows_a_penicillin_allergy_before_approval(home):
 async def test_approving_a_blocking_prescription_is_an_override_with_the_typed_reason(home):
     """The clinician saw the high finding and approved anyway: the write's audit row says so,
     with their name and the reason they typed in the dialog."""
-    args = {"patient_id": "pat-006", "medication_name": "amoxicillin", "dosage": "500 mg",
-            "frequency": "three times daily", "notes": None}
-    model = ScriptedModel({IC: [intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
-                           RC: [good("Written.")], SY: ["Done: the record was updated."]})
-    tools = InProcessToolBox()
-    app = ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=lambda: tools,
-                    sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
+    app = _amoxicillin_app(home, good("Written."), "Done: the record was updated.")
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot, "Prescribe amoxicillin 500 mg three times daily for pat-006")
