@@ -87,7 +87,8 @@ def cmd_smoke(args) -> int:
 def cmd_selftest(args) -> int:
     from appliance.selftest import main as selftest
 
-    return selftest(as_json=args.json, bad_inputs=args.bad_inputs, crash_writes=args.crash_writes)
+    return selftest(as_json=args.json, bad_inputs=args.bad_inputs, crash_writes=args.crash_writes,
+                    fault_rounds=args.fault_rounds)
 
 
 def cmd_session(args) -> int:
@@ -217,7 +218,9 @@ def parser() -> argparse.ArgumentParser:
                              help="accept a result that shrinks the store by more than the safety threshold")
     records_cli.register_audit(sub)
 
-    from appliance.selftest import DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES  # a small module: no heavy imports
+    from appliance.selftest import (  # a small module: no heavy imports
+        DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES, DEFAULT_FAULT_ROUNDS,
+    )
 
     selftest = sub.add_parser("selftest", help="safety, bad-input, injection, audit and durability checks on a "
                                                "fresh temporary data home (exit 1 when one fails)")
@@ -226,6 +229,8 @@ def parser() -> argparse.ArgumentParser:
                           help=f"generated calls to the tools (default {DEFAULT_BAD_INPUTS})")
     selftest.add_argument("--crash-writes", type=int, default=DEFAULT_CRASH_WRITES, metavar="N",
                           help=f"writes in the SIGKILL durability check (default {DEFAULT_CRASH_WRITES}; 0 skips it)")
+    selftest.add_argument("--fault-rounds", type=int, default=DEFAULT_FAULT_ROUNDS, metavar="N",
+                          help=f"rounds of the three server faults (default {DEFAULT_FAULT_ROUNDS}; 0 skips them)")
     selftest.set_defaults(func=cmd_selftest)
     return p
 
