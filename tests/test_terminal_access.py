@@ -108,3 +108,11 @@ def test_every_entry_point_turns_off_dependency_update_checks_itself(entry):
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "off"
+
+
+def test_tls_needs_both_files_and_http(tmp_path):
+    base = [sys.executable, "-m", "mcp_servers.ehr", "--db", str(tmp_path / "ehr.sqlite")]
+    for extra in (["--http", "127.0.0.1:8799", "--tls-cert", "c.pem"], ["--tls-cert", "c.pem", "--tls-key", "k.pem"]):
+        done = subprocess.run(base + extra, cwd=PROJECT_ROOT, env=_env(tmp_path), capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and "--tls-cert and --tls-key go together, with --http" in done.stderr

@@ -118,18 +118,20 @@ async def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
 
 
 @contextmanager
-def _http_server(name: str, db: Path, home: Path) -> Iterator[tuple[str, subprocess.Popen, Path]]:
-    """``python -m mcp_servers.<name> --http`` on a free loopback port, data home ``home``:
-    (its URL, its process, its log), stopped afterwards."""
+def _http_server(name: str, db: Path, home: Path, tls: tuple[Path, Path] | None = None,
+                 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """``python -m mcp_servers.<name> --http`` on a free loopback port, data home ``home``, HTTPS
+    with ``tls`` (certificate, key): (its URL, its process, its log), stopped afterwards."""
     port = _free_port()
     log = home / f"{name}-server.log"
+    extra = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}", *extra],
             cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT,
         )
         try:
-            yield f"http://127.0.0.1:{port}/mcp", proc, log
+            yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/mcp", proc, log
         finally:
             proc.terminate()
             try:
@@ -201,3 +203,32 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
         refused(url, token[:-2] + "xx")
         revoke_terminal("desk-1", tokens)
         refused(url, token)
+
+
+def test_https_with_the_operators_certificate_and_a_terminal_token(tmp_path):
+    """The clinic host serves HTTPS with its own certificate; the agent's client trusts it through
+    APPLIANCE_MCP_CA and sends its token; without the certificate it refuses to talk."""
+    from appliance.tools.mcp_client import MCPToolBox
+    from mcp_servers.access import add_terminal
+
+    cert, key = tmp_path / "host.pem", tmp_path / "host.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=clinic-host",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    db = tmp_path / "ehr.sqlite"
+    ensure_ehr(db)
+    token = add_terminal("desk-1", "aokafor", tmp_path / "terminals.json")
+    with _http_server("ehr", db, tmp_path, (cert, key)) as (url, proc, log):
+        env = {"APPLIANCE_HOME": str(tmp_path / "terminal"), "APPLIANCE_MCP_EHR_URL": url, "APPLIANCE_MCP_TOKEN": token}
+        deadline = time.monotonic() + 30
+        with MCPToolBox({**env, "APPLIANCE_MCP_CA": str(cert)}) as box:
+            while not (found := box.call("search_patient", {"name": "Maria Garcia"}, 10)).ok:
+                assert proc.poll() is None and time.monotonic() < deadline, (found, log.read_text())
+                time.sleep(0.3)
+            written = box.call("prescribe_medication", {"patient_id": "abc-123", "medication_name": "Metformin",
+                                                        "dosage": "500 mg", "frequency": "twice daily", "notes": None},
+                               10, idempotency_key="tls-test-0001")
+            assert written.ok and written.result["author"] == "aokafor"
+        with MCPToolBox(env) as untrusting:  # the system trust store does not know the clinic's certificate
+            refused = untrusting.call("search_patient", {"name": "Maria Garcia"}, 10)
+            assert not refused.ok
