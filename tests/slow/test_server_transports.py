@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -232,3 +233,43 @@ def test_https_with_the_operators_certificate_and_a_terminal_token(tmp_path):
         with MCPToolBox(env) as untrusting:  # the system trust store does not know the clinic's certificate
             refused = untrusting.call("search_patient", {"name": "Maria Garcia"}, 10)
             assert not refused.ok
+
+
+def test_a_terminal_uses_the_servers_appliance_serve_starts(tmp_path):
+    """`appliance serve` on the host, `appliance --host URL ask` on a terminal: the turn's tool call
+    reaches the host's record over HTTP (the terminal's own data home gets no record)."""
+    port = _free_port()
+    while any(_busy(port + i) for i in range(3)):
+        port = _free_port()
+    host_home, terminal_home = tmp_path / "host", tmp_path / "terminal"
+    for home in (host_home, terminal_home):
+        home.mkdir()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        serve = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port)], cwd=PROJECT,
+                                 env={**ENV, "APPLIANCE_HOME": str(host_home)}, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        asyncio.run(_wait_until_up(f"http://127.0.0.1:{port + 2}/mcp", serve, log))  # the last one started
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps({
+            "INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Find a patient.",
+                                 "suggested_tool": "search_patient"}],
+            "TOOL_SELECT": [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}],
+            "RESULT_CLASSIFY": [{"quality": "success_rich", "brief_summary": "Found."}],
+            "SYNTHESIZE": ["Maria Garcia is in the record."]}))
+        asked = subprocess.run([sys.executable, "-m", "appliance.cli", "--host", f"http://127.0.0.1:{port}", "ask",
+                                "--script", str(script), "--json", "Find Maria Garcia"], cwd=PROJECT,
+                               env={**ENV, "APPLIANCE_HOME": str(terminal_home)}, capture_output=True, text=True,
+                               timeout=120)
+        assert asked.returncode == 0, asked.stderr[-2000:]
+        calls = json.loads(asked.stdout)["tool_calls"]
+        assert calls[0]["tool"] == "search_patient" and calls[0]["error_type"] is None, calls
+        assert not (terminal_home / "ehr.sqlite").exists() and (host_home / "ehr.sqlite").exists()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0, log.read_text()[-2000:]
+
+
+def _busy(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
