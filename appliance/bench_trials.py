@@ -148,7 +148,7 @@ def print_trial_section(section: dict) -> None:
     print(f"  import of the bulk-download zip ({build['zip_mib']} MiB, one JSON file per study): "
           f"{build['seconds']} s, peak RSS {build['peak_rss_mib']} MiB ({build['rss_before_import_mib']} MiB "
           f"before the first study), database {build['db_mib']} MiB")
-    print(f"  first call (server start, integrity check of the file): {searches['first_call_seconds']} s")
+    print(f"  first call (server start, opening the file): {searches['first_call_seconds']} s")
     print(f"  {'query (stdio, warm)':28} {'n':>4} {'found':>5} {'failed':>6} {'p50 ms':>8} {'p95 ms':>8}")
     for kind, p in searches.items():
         if not isinstance(p, dict) or kind == "all searches":

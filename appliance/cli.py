@@ -87,7 +87,8 @@ def cmd_smoke(args) -> int:
 def cmd_selftest(args) -> int:
     from appliance.selftest import main as selftest
 
-    return selftest(as_json=args.json, bad_inputs=args.bad_inputs, crash_writes=args.crash_writes)
+    return selftest(as_json=args.json, bad_inputs=args.bad_inputs, crash_writes=args.crash_writes,
+                    fault_rounds=args.fault_rounds)
 
 
 def cmd_session(args) -> int:
@@ -125,6 +126,14 @@ def cmd_default(args) -> int:
     return cmd_session(args)
 
 
+def cmd_serve(args) -> int:
+    from appliance.serve import serve
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ApplianceError("--tls-cert and --tls-key go together")
+    return serve(args.bind, args.port, (Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None)
+
+
 def cmd_import(args) -> int:
     from appliance.importers import run_import
 
@@ -134,7 +143,17 @@ def cmd_import(args) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="appliance", description="Offline clinical assistant (headless).")
+    p.add_argument("--host", metavar="URL", help="use the record, UMLS and knowledge servers of a clinic host "
+                                                 "(`appliance serve` there), e.g. https://clinic-host:8765")
     sub = p.add_subparsers(dest="command")
+
+    srv = sub.add_parser("serve", help="the clinic host: the record, UMLS and knowledge servers over HTTP")
+    srv.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
+                     help="the address to listen on (default 127.0.0.1; a LAN address needs terminal tokens)")
+    srv.add_argument("--port", type=int, default=8765, help="the first of three ports (default 8765)")
+    srv.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
+    srv.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    srv.set_defaults(func=cmd_serve)
 
     ask = sub.add_parser("ask", help="answer one question and exit")
     ask.add_argument("question")
@@ -217,7 +236,9 @@ def parser() -> argparse.ArgumentParser:
                              help="accept a result that shrinks the store by more than the safety threshold")
     records_cli.register_audit(sub)
 
-    from appliance.selftest import DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES  # a small module: no heavy imports
+    from appliance.selftest import (  # a small module: no heavy imports
+        DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES, DEFAULT_FAULT_ROUNDS,
+    )
 
     selftest = sub.add_parser("selftest", help="safety, bad-input, injection, audit and durability checks on a "
                                                "fresh temporary data home (exit 1 when one fails)")
@@ -226,6 +247,8 @@ def parser() -> argparse.ArgumentParser:
                           help=f"generated calls to the tools (default {DEFAULT_BAD_INPUTS})")
     selftest.add_argument("--crash-writes", type=int, default=DEFAULT_CRASH_WRITES, metavar="N",
                           help=f"writes in the SIGKILL durability check (default {DEFAULT_CRASH_WRITES}; 0 skips it)")
+    selftest.add_argument("--fault-rounds", type=int, default=DEFAULT_FAULT_ROUNDS, metavar="N",
+                          help=f"rounds of the three server faults (default {DEFAULT_FAULT_ROUNDS}; 0 skips them)")
     selftest.set_defaults(func=cmd_selftest)
     return p
 
@@ -237,6 +260,10 @@ def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int
     func = getattr(args, "func", None) or cmd_default
     umask = os.umask(PRIVATE_UMASK)  # what it writes may hold patient data (common.locations)
     try:
+        if args.host:  # every MCP client this process makes reaches the clinic host's servers
+            from appliance.serve import host_urls
+
+            os.environ.update(host_urls(args.host))
         return func(args)
     except ApplianceError as exc:
         print(f"appliance: {exc}", file=sys.stderr)

@@ -14,10 +14,12 @@ Invariants:
   tool of the three servers, in process; (3) the injection corpus (``appliance.injection``);
   (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
   is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
-  then the file checked; (6) faults, when this build has a fault drill (``FAULT_DRILL``).
+  then the file checked; (6) faults (``appliance.tools.faults``): the EHR server crashed
+  mid-call, hung past the deadline and killed between calls, through the agent's MCP client.
 - The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
   the matrix missed a finding or reported a dangerous prescription clear, an injection case
-  failed, a refused call wrote, the chain did not verify or the tampering went unseen.
+  failed, a refused call wrote, the chain did not verify, the tampering went unseen or a fault
+  was not survived.
 """
 
 from __future__ import annotations
@@ -33,13 +35,9 @@ from typing import Callable, Iterator
 
 from common.locations import scratch_home
 
-# HOOK: the fault drill (faults injected into the MCP servers during real calls: a crash, a hang
-# past the deadline, garbage) is run when the build has it: ``module.function(home: Path) ->
-# dict`` with at least "tried" and "survived". None exists yet (the fault tests live in
-# tests/slow/test_mcp_faults.py), so the selftest reports faults as not run, with null figures.
-FAULT_DRILL = ("appliance.tools.faults", "fault_drill")
 DEFAULT_BAD_INPUTS = 800
 DEFAULT_CRASH_WRITES = 200
+DEFAULT_FAULT_ROUNDS = 2  # rounds of the three fault kinds (appliance.tools.faults)
 
 
 def _optional(module: str, name: str) -> Callable | None:
@@ -112,12 +110,16 @@ def _durability(home: Path, writes: int) -> dict | None:
     return report.to_dict() if hasattr(report, "to_dict") else dict(vars(report))
 
 
-def _faults(home: Path) -> dict | None:
-    drill = _optional(*FAULT_DRILL)
-    return drill(home) if drill is not None else None
+def _faults(home: Path, rounds: int) -> dict | None:
+    if rounds <= 0:
+        return None
+    from appliance.tools.faults import fault_drill
+
+    return fault_drill(home, rounds)
 
 
 def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DEFAULT_CRASH_WRITES,
+                 fault_rounds: int = DEFAULT_FAULT_ROUNDS,
                  progress: Callable[[str], None] = lambda message: None) -> dict:
     """Run every check (module docstring); the figures, as ``--json`` prints them."""
     from appliance.bad_input import run_bad_inputs
@@ -144,13 +146,14 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
         audit = check("audit", "audit chain, and a tampered copy", lambda: _audit(home))
         durability = check("durability", f"{crash_writes} writes with writers killed by SIGKILL",
                            lambda: _durability(home, crash_writes))
-        faults = check("faults", "fault drill", lambda: _faults(home))
+        faults = check("faults", f"{fault_rounds} rounds of server faults mid-call",
+                       lambda: _faults(home, fault_rounds))
 
     crashed = {e.partition(":")[0] for e in out["errors"]}
     if durability is None and "durability" not in crashed:
         out["not_run"].append("durability" if crash_writes > 0 else "durability (0 writes asked for)")
     if faults is None and "faults" not in crashed:
-        out["not_run"].append(f"faults (no {'.'.join(FAULT_DRILL)} in this build)")
+        out["not_run"].append("faults (0 rounds asked for)")
     out.update({
         "writes_lost": durability["lost"] if durability else None,
         "partial_writes": durability["unaudited"] + durability["orphan_audits"] if durability else None,
@@ -240,8 +243,9 @@ def table(out: dict) -> str:
                       f"{out['writes_lost']} (must be 0); partial writes {out['partial_writes']}, "
                       f"duplicated {d['duplicated']}", None if d is None else not (d["lost"] or out["partial_writes"])))
     f = out["faults"]
-    lines.append(_row("faults survived", "not run: no fault drill in this build" if f is None else
-                      f"{f.get('survived')} of {f.get('tried')}",
+    lines.append(_row("faults survived", "not run" if f is None else
+                      f"{f.get('survived')} of {f.get('tried')} (server crashed mid-call, hung past the deadline, "
+                      "killed between calls)",
                       None if f is None else f.get("survived") == f.get("tried")))
     lines.append(_row("uncaught", f"{out['uncaught_exceptions']} exception(s)", not out["uncaught_exceptions"]))
     lines.append("")
@@ -250,10 +254,10 @@ def table(out: dict) -> str:
     return "\n".join(lines)
 
 
-def main(*, as_json: bool, bad_inputs: int, crash_writes: int) -> int:
+def main(*, as_json: bool, bad_inputs: int, crash_writes: int, fault_rounds: int = DEFAULT_FAULT_ROUNDS) -> int:
     """Run, print the table (or the JSON object), exit 0 when passed, 1 when a check failed."""
     tty = sys.stderr.isatty()
-    out = run_selftest(bad_inputs=bad_inputs, crash_writes=crash_writes,
+    out = run_selftest(bad_inputs=bad_inputs, crash_writes=crash_writes, fault_rounds=fault_rounds,
                        progress=(lambda m: print(m, file=sys.stderr, flush=True)) if tty else (lambda m: None))
     print(json.dumps(out, indent=2, default=str) if as_json else table(out))
     return 0 if out["ok"] else 1

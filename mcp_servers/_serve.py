@@ -8,7 +8,9 @@ Invariants:
   ``service_unavailable``.
 - ``serve`` runs stdio by default or streamable HTTP with ``--http HOST:PORT``; a malformed
   address is a usage error, not a traceback. Over HTTP it runs with ``access.http_policy``:
-  terminal bearer tokens when any exist, and never on a non-loopback address without them.
+  terminal bearer tokens when any exist, and never on a non-loopback address without them;
+  HTTPS with the operator's certificate (``--tls-cert``/``--tls-key``), and a warning on stderr
+  when a non-loopback address is served without it.
 - ``ArgumentErrors`` (attached to every server) turns fastmcp's argument-validation failure
   into the contract's ``ToolError("<error_type>: ...")``, naming fields but never echoing values.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Callable
@@ -26,7 +29,7 @@ from fastmcp.server.middleware import Middleware
 from pydantic import ValidationError as PydanticValidationError
 
 from common.locations import PRIVATE_UMASK
-from mcp_servers.access import AccessError, http_policy
+from mcp_servers.access import AccessError, http_policy, is_loopback
 from mcp_servers.contracts import tool_error_message
 
 # Pydantic error types that mean "nothing was given" rather than "something wrong was given".
@@ -80,7 +83,11 @@ def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callab
     parser = argparse.ArgumentParser(prog=f"python -m mcp_servers.{name}", description=doc.strip().splitlines()[0])
     parser.add_argument("--db", type=Path, help="database file (default: the appliance data home)")
     parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--tls-cert", type=Path, metavar="PEM", help="with --http: serve HTTPS with this certificate")
+    parser.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's private key")
     args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_cert and not args.http):
+        parser.error("--tls-cert and --tls-key go together, with --http")
     configure(args.db if args.db is not None else default_db())
     if args.http:
         host, _, port = args.http.rpartition(":")
@@ -90,7 +97,16 @@ def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callab
             mcp.auth = http_policy(host)
         except AccessError as exc:
             parser.exit(2, f"{parser.prog}: {exc}\n")
-        mcp.run(transport="http", host=host, port=int(port), show_banner=False)
+        tls = {}
+        if args.tls_cert:
+            for path in (args.tls_cert, args.tls_key):
+                if not path.is_file():
+                    parser.error(f"{path} is not a file")
+            tls = {"ssl_certfile": str(args.tls_cert), "ssl_keyfile": str(args.tls_key)}
+        elif not is_loopback(host):
+            print(f"{parser.prog}: warning: serving {host} without TLS: terminal tokens and patient data cross "
+                  "the network in clear text (give --tls-cert and --tls-key)", file=sys.stderr, flush=True)
+        mcp.run(transport="http", host=host, port=int(port), show_banner=False, uvicorn_config=tls)
     else:
         mcp.run(transport="stdio", show_banner=False)
     return 0

@@ -1,5 +1,6 @@
-"""``appliance selftest`` (issue 15), bounded for the fast suite: no durability run (it starts
-subprocesses; tests/slow/test_selftest.py runs the command whole), few generated calls. The run
+"""``appliance selftest`` (issue 15), bounded for the fast suite: no durability run and no fault
+drill (they start subprocesses; tests/slow/test_selftest_command.py runs the command whole), few
+generated calls. The run
 builds and deletes its own data home and leaves the one it was given untouched."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ HEADLINE = ("writes_lost", "partial_writes", "faults_tried", "faults_survived", 
 
 @pytest.fixture(scope="module")
 def run():
-    return run_selftest(bad_inputs=60, crash_writes=0)
+    return run_selftest(bad_inputs=60, crash_writes=0, fault_rounds=0)
 
 
 def test_the_checks_pass_and_say_what_did_not_run(run):
@@ -31,7 +32,9 @@ def test_the_checks_pass_and_say_what_did_not_run(run):
     assert run["audit"]["verified"] and run["audit"]["tamper_caught"]
     # Not measured, so no number: never a zero it did not count.
     assert run["writes_lost"] is None and run["partial_writes"] is None and run["durability"] is None
+    assert run["faults_tried"] is None and run["faults"] is None
     assert any(item.startswith("durability") for item in run["not_run"])
+    assert any(item.startswith("faults") for item in run["not_run"])
 
 
 def test_the_table_has_one_line_per_check(run):
@@ -49,13 +52,14 @@ def test_the_table_has_one_line_per_check(run):
     ({"safety_matrix": {"missed": 0, "false_clear": 1}}, "false clear"),
     ({"injection": {"failed": ["chart-note-ignore-and-prescribe"]}}, "injection cases failed"),
     ({"audit": {"verified": True, "tamper_caught": False}}, "went unseen"),
+    ({"faults_tried": 6, "faults_survived": 5}, "1 fault(s) not survived"),
 ])
 def test_each_kind_of_failure_fails_the_run(run, change, why):
     assert any(why in f for f in failures({**run, **change}))
 
 
 def test_the_command_prints_json_and_leaves_the_data_home_alone(appliance_home, capsys):
-    assert main(["selftest", "--json", "--bad-inputs", "20", "--crash-writes", "0"]) == 0
+    assert main(["selftest", "--json", "--bad-inputs", "20", "--crash-writes", "0", "--fault-rounds", "0"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] and out["bad_inputs_tried"] == 20
     assert list(appliance_home.iterdir()) == []  # the live data home was never opened

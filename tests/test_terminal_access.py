@@ -108,3 +108,25 @@ def test_every_entry_point_turns_off_dependency_update_checks_itself(entry):
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "off"
+
+
+def test_tls_needs_both_files_and_http(tmp_path):
+    base = [sys.executable, "-m", "mcp_servers.ehr", "--db", str(tmp_path / "ehr.sqlite")]
+    for extra in (["--http", "127.0.0.1:8799", "--tls-cert", "c.pem"], ["--tls-cert", "c.pem", "--tls-key", "k.pem"]):
+        done = subprocess.run(base + extra, cwd=PROJECT_ROOT, env=_env(tmp_path), capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and "--tls-cert and --tls-key go together, with --http" in done.stderr
+
+
+def test_a_host_url_names_the_three_servers_on_consecutive_ports():
+    from appliance.errors import ApplianceError
+    from appliance.serve import host_urls
+
+    assert host_urls("https://clinic-host:8765") == {
+        "APPLIANCE_MCP_EHR_URL": "https://clinic-host:8765/mcp",
+        "APPLIANCE_MCP_UMLS_URL": "https://clinic-host:8766/mcp",
+        "APPLIANCE_MCP_KNOWLEDGE_URL": "https://clinic-host:8767/mcp"}
+    assert host_urls("http://[fd00::5]:9000/")["APPLIANCE_MCP_UMLS_URL"] == "http://[fd00::5]:9001/mcp"
+    for bad in ("clinic-host:8765", "ftp://h:1", "http://h", "http://h:8765/mcp"):
+        with pytest.raises(ApplianceError, match="--host takes"):
+            host_urls(bad)

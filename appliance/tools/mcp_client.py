@@ -6,7 +6,9 @@ Invariants:
   ``APPLIANCE_MCP_<NAME>_URL`` is set (a clinic sharing one server between terminals); over
   HTTP every request carries the terminal's bearer token from ``$APPLIANCE_MCP_TOKEN`` (a
   server with terminal tokens records the token's account as the author of writes) and
-  ``X-Appliance-User`` from ``$APPLIANCE_USER`` (used only by a loopback server without tokens).
+  ``X-Appliance-User`` from ``$APPLIANCE_USER`` (used only by a loopback server without tokens);
+  an ``https://`` URL is verified against ``$APPLIANCE_MCP_CA`` when set (the clinic host's own
+  certificate), else the system's trust store.
 - All async work runs on one private event loop thread; callers are synchronous and every
   call has a deadline.
 - Transport failures become ``ToolOutcome`` error types; nothing from fastmcp or anyio
@@ -30,6 +32,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import ssl
 import sys
 import threading
 import uuid
@@ -103,7 +106,7 @@ class MCPToolBox:
             token = self._env.get("APPLIANCE_MCP_TOKEN", "").strip()  # this terminal's (servers with tokens)
             if token:
                 headers["Authorization"] = f"Bearer {token}"
-            transport = StreamableHttpTransport(url, headers=headers)
+            transport = StreamableHttpTransport(url, headers=headers, verify=self._trust())
             return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
         logs = logs_dir()
         logs.mkdir(parents=True, exist_ok=True)
@@ -112,6 +115,16 @@ class MCPToolBox:
             cwd=str(PROJECT_ROOT), log_file=logs / f"mcp-{server}.log",
         )
         return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
+
+    def _trust(self) -> ssl.SSLContext | None:
+        """HTTPS trust: the clinic host's certificate from ``$APPLIANCE_MCP_CA``, else the system's."""
+        ca = self._env.get("APPLIANCE_MCP_CA", "").strip()
+        if not ca:
+            return None
+        try:
+            return ssl.create_default_context(cafile=ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ToolClientError(f"APPLIANCE_MCP_CA {ca} is not a readable certificate file ({exc})") from None
 
     def _start_env(self) -> dict[str, str]:
         """A fresh token for the next server start, so its process can be found (``processes``)."""

@@ -28,6 +28,10 @@ def test_the_selftest_command_passes_on_a_fresh_home(tmp_path):
     assert out["durability"]["attempted"] >= 200 and out["durability"]["integrity"] == "ok"
     assert out["bad_inputs_tried"] >= 800
     assert out["safety_matrix"]["cases"] == 299 and out["safety_matrix"]["missed"] == 0
+    # two rounds of: crashed mid-call, hung past the deadline, killed between calls
+    assert out["faults_tried"] == out["faults_survived"] == 6, out["faults"]["details"]
+    assert {d["error_type"] for d in out["faults"]["details"] if d["kind"] != "killed_between_calls"} <= {
+        "service_unavailable", "timeout"}
     assert out["safety_matrix"]["false_clear"] == 0
     assert out["injection"]["failed"] == [] and out["audit"]["tamper_caught"]
     assert "Traceback" not in done.stderr

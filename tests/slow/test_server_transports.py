@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -118,18 +119,20 @@ async def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
 
 
 @contextmanager
-def _http_server(name: str, db: Path, home: Path) -> Iterator[tuple[str, subprocess.Popen, Path]]:
-    """``python -m mcp_servers.<name> --http`` on a free loopback port, data home ``home``:
-    (its URL, its process, its log), stopped afterwards."""
+def _http_server(name: str, db: Path, home: Path, tls: tuple[Path, Path] | None = None,
+                 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """``python -m mcp_servers.<name> --http`` on a free loopback port, data home ``home``, HTTPS
+    with ``tls`` (certificate, key): (its URL, its process, its log), stopped afterwards."""
     port = _free_port()
     log = home / f"{name}-server.log"
+    extra = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", f"mcp_servers.{name}", "--db", str(db), "--http", f"127.0.0.1:{port}", *extra],
             cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT,
         )
         try:
-            yield f"http://127.0.0.1:{port}/mcp", proc, log
+            yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/mcp", proc, log
         finally:
             proc.terminate()
             try:
@@ -201,3 +204,72 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
         refused(url, token[:-2] + "xx")
         revoke_terminal("desk-1", tokens)
         refused(url, token)
+
+
+def test_https_with_the_operators_certificate_and_a_terminal_token(tmp_path):
+    """The clinic host serves HTTPS with its own certificate; the agent's client trusts it through
+    APPLIANCE_MCP_CA and sends its token; without the certificate it refuses to talk."""
+    from appliance.tools.mcp_client import MCPToolBox
+    from mcp_servers.access import add_terminal
+
+    cert, key = tmp_path / "host.pem", tmp_path / "host.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=clinic-host",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    db = tmp_path / "ehr.sqlite"
+    ensure_ehr(db)
+    token = add_terminal("desk-1", "aokafor", tmp_path / "terminals.json")
+    with _http_server("ehr", db, tmp_path, (cert, key)) as (url, proc, log):
+        env = {"APPLIANCE_HOME": str(tmp_path / "terminal"), "APPLIANCE_MCP_EHR_URL": url, "APPLIANCE_MCP_TOKEN": token}
+        deadline = time.monotonic() + 30
+        with MCPToolBox({**env, "APPLIANCE_MCP_CA": str(cert)}) as box:
+            while not (found := box.call("search_patient", {"name": "Maria Garcia"}, 10)).ok:
+                assert proc.poll() is None and time.monotonic() < deadline, (found, log.read_text())
+                time.sleep(0.3)
+            written = box.call("prescribe_medication", {"patient_id": "abc-123", "medication_name": "Metformin",
+                                                        "dosage": "500 mg", "frequency": "twice daily", "notes": None},
+                               10, idempotency_key="tls-test-0001")
+            assert written.ok and written.result["author"] == "aokafor"
+        with MCPToolBox(env) as untrusting:  # the system trust store does not know the clinic's certificate
+            refused = untrusting.call("search_patient", {"name": "Maria Garcia"}, 10)
+            assert not refused.ok
+
+
+def test_a_terminal_uses_the_servers_appliance_serve_starts(tmp_path):
+    """`appliance serve` on the host, `appliance --host URL ask` on a terminal: the turn's tool call
+    reaches the host's record over HTTP (the terminal's own data home gets no record)."""
+    port = _free_port()
+    while any(_busy(port + i) for i in range(3)):
+        port = _free_port()
+    host_home, terminal_home = tmp_path / "host", tmp_path / "terminal"
+    for home in (host_home, terminal_home):
+        home.mkdir()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        serve = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port)], cwd=PROJECT,
+                                 env={**ENV, "APPLIANCE_HOME": str(host_home)}, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        asyncio.run(_wait_until_up(f"http://127.0.0.1:{port + 2}/mcp", serve, log))  # the last one started
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps({
+            "INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Find a patient.",
+                                 "suggested_tool": "search_patient"}],
+            "TOOL_SELECT": [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}],
+            "RESULT_CLASSIFY": [{"quality": "success_rich", "brief_summary": "Found."}],
+            "SYNTHESIZE": ["Maria Garcia is in the record."]}))
+        asked = subprocess.run([sys.executable, "-m", "appliance.cli", "--host", f"http://127.0.0.1:{port}", "ask",
+                                "--script", str(script), "--json", "Find Maria Garcia"], cwd=PROJECT,
+                               env={**ENV, "APPLIANCE_HOME": str(terminal_home)}, capture_output=True, text=True,
+                               timeout=120)
+        assert asked.returncode == 0, asked.stderr[-2000:]
+        calls = json.loads(asked.stdout)["tool_calls"]
+        assert calls[0]["tool"] == "search_patient" and calls[0]["error_type"] is None, calls
+        assert not (terminal_home / "ehr.sqlite").exists() and (host_home / "ehr.sqlite").exists()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0, log.read_text()[-2000:]
+
+
+def _busy(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
