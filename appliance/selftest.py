@@ -24,7 +24,6 @@ Invariants:
 
 from __future__ import annotations
 
-import importlib
 import json
 import sqlite3
 import sys
@@ -34,17 +33,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from common.locations import scratch_home
+from ehr_db.durability import WRITER_THREADS
 
 DEFAULT_BAD_INPUTS = 800
 DEFAULT_CRASH_WRITES = 200
 DEFAULT_FAULT_ROUNDS = 2  # rounds of the three fault kinds (appliance.tools.faults)
-
-
-def _optional(module: str, name: str) -> Callable | None:
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
 
 
 @contextmanager
@@ -103,11 +96,12 @@ def _audit(home: Path) -> dict:
 
 
 def _durability(home: Path, writes: int) -> dict | None:
-    crash_test = _optional("ehr_db.durability", "crash_test")
-    if crash_test is None or writes <= 0:
+    if writes <= 0:
         return None
+    from ehr_db.durability import crash_test
+
     report = crash_test(home.parent / "crash", min_writes=writes, min_rounds=max(3, writes // 40), max_seconds=60.0)
-    return report.to_dict() if hasattr(report, "to_dict") else dict(vars(report))
+    return report.to_dict()
 
 
 def _faults(home: Path, rounds: int) -> dict | None:
@@ -236,7 +230,7 @@ def table(out: dict) -> str:
                       a is not None and a["verified"] and a["tamper_caught"]))
     d = out["durability"]
     lines.append(_row("load held", "not run" if d is None else
-                      f"{d['attempted']} writes begun by {_optional('ehr_db.durability', 'WRITER_THREADS') or 'concurrent'}"
+                      f"{d['attempted']} writes begun by {WRITER_THREADS}"
                       f" writer threads, {d['rounds']} writer processes killed with SIGKILL; "
                       f"integrity {d['integrity']}", None if d is None else d["integrity"] == "ok"))
     lines.append(_row("writes lost", "not run" if d is None else

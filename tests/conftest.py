@@ -76,3 +76,13 @@ def appliance_home(tmp_path, monkeypatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("APPLIANCE_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def starter_db(tmp_path_factory) -> Path:
+    """The starter UMLS database, built once per session (grounding and UMLS tests read it)."""
+    from mcp_servers.umls_store import ensure_database
+
+    path = tmp_path_factory.mktemp("umls") / "umls.sqlite"
+    ensure_database(path)
+    return path

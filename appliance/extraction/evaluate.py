@@ -32,6 +32,7 @@ from appliance.extraction.errors import ExtractionError
 from appliance.extraction.loaders import Document, Page, unescape_markdown
 from appliance.extraction.pipeline import ExtractionConfig, ProgressCallback, extract_criteria
 from appliance.extraction.stages import tokens
+from common.json_files import read_json
 from common.locations import PROJECT_ROOT
 
 JACCARD = 0.6
@@ -115,12 +116,7 @@ def score_record(bullets: list[RefBullet], criteria: list[dict]) -> dict:
 
 def load_records(data_dir: Path) -> dict[str, dict]:
     path = data_dir / CACHE_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ExtractionError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ExtractionError(f"{path} is not JSON") from None
+    data = read_json(path, ExtractionError)
     if not isinstance(data, dict):
         raise ExtractionError(f"{path}: expected an object of NCT id -> record")
     return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("eligibility_criteria"), str)}

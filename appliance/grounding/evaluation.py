@@ -27,6 +27,7 @@ from appliance.grounding.errors import GroundingError
 from appliance.grounding.loop import ground
 from appliance.grounding.search import ConceptSearch
 from appliance.llm.base import LanguageModel
+from common.json_files import read_json
 from common.locations import PROJECT_ROOT
 from mcp_servers.umls_grounding import BANDS, METHODS
 
@@ -36,12 +37,7 @@ DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data" / "trialgpt" / "criterion
 def distinct_criteria(path: Path) -> list[dict]:
     """The distinct criterion texts of the annotation file, in file order, with where each
     first appears."""
-    try:
-        rows = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GroundingError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise GroundingError(f"{path} is not JSON") from None
+    rows = read_json(path, GroundingError)
     if not isinstance(rows, list):
         raise GroundingError(f"{path}: expected a list of annotation rows")
     out: list[dict] = []

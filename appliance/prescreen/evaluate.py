@@ -215,7 +215,13 @@ def evaluate_criterion(
 ) -> CriterionJudgement:
     """Judge one criterion (see the module docstring). Raises the model's ``GenerationError``s
     (``GenerationCancelled`` when ``cancel`` is set)."""
-    call = prepare(patient_text_or_facts, criterion_text, criterion_type)
+    return _judge_one(model, prepare(patient_text_or_facts, criterion_text, criterion_type),
+                      require_citation=require_citation, cancel=cancel)
+
+
+def _judge_one(model: LanguageModel, call: CriterionCall, *, require_citation: bool,
+               cancel: threading.Event | None = None) -> CriterionJudgement:
+    """One prepared criterion, one model call, checked by ``judge``."""
     started = time.perf_counter()
     kwargs = {"cancel": cancel} if cancel is not None else {}
     out = model.generate_constrained(call.node, call.messages, call.schema,
@@ -234,12 +240,8 @@ def evaluate_criteria(model: LanguageModel, calls: Sequence[CriterionCall], *, r
     if parallel <= 1 or batch is None or len(calls) < 2:
         out: list[CriterionJudgement | GenerationError] = []
         for call in calls:
-            started = time.perf_counter()
             try:
-                value = model.generate_constrained(call.node, call.messages, call.schema,
-                                                   temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
-                out.append(judge(call, value, require_citation=require_citation,
-                                 seconds=time.perf_counter() - started))
+                out.append(_judge_one(model, call, require_citation=require_citation))
             except GenerationError as exc:
                 out.append(exc)
         return out

@@ -35,6 +35,7 @@ from appliance.errors import ApplianceError, GenerationError
 from appliance.llm.base import LanguageModel
 from appliance.prescreen import evaluate
 from appliance.prescreen.metrics import agreement, overlap
+from common.json_files import read_json
 from common.locations import PROJECT_ROOT
 
 DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data" / "trialgpt" / "criterion_annotations_dev.json"
@@ -86,12 +87,7 @@ def _sentences(value, where: str) -> tuple[str, ...]:
 def load_rows(path: Path) -> list[Row]:
     """Every row of a TrialGPT criterion-annotation file, checked; a file that is not that format
     is refused naming the first row and field that is not."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TrialGPTDataError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TrialGPTDataError(f"{path} is not JSON: expected TrialGPT criterion annotations") from None
+    data = read_json(path, TrialGPTDataError, "TrialGPT criterion annotations")
     if not isinstance(data, list) or not data:
         raise TrialGPTDataError(f"{path}: expected a non-empty list of TrialGPT criterion-annotation rows")
     rows = []
@@ -202,16 +198,17 @@ def run_trialgpt(model: LanguageModel, run_dir: Path, *, data: Path = DEFAULT_DA
         if changed:
             raise TrialGPTDataError(f"{run_dir} was run with another {changed[0].replace('_', ' ')} "
                                     f"({earlier.get(changed[0])!r}, now {setup[changed[0]]!r}): start a new run")
-        done = {r["row"] for r in _read_rows(run_dir)}
+        earlier_rows = _read_rows(run_dir)
+        done = {r["row"] for r in earlier_rows}
     else:
         if (run_dir / "rows.jsonl").exists():
             raise TrialGPTDataError(f"{run_dir} already holds a run: resume it with --resume, or choose a new folder")
         (run_dir / "config.json").write_text(json.dumps(
             {**setup, "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=2) + "\n",
             encoding="utf-8")
-        done = set()
+        earlier_rows, done = [], set()
     todo = [r for r in chosen if r.index not in done]
-    right = sum(1 for r in _read_rows(run_dir) if r["predicted"] == r["gold"]) if done else 0
+    right = sum(1 for r in earlier_rows if r["predicted"] == r["gold"])
     finished = len(done)
     started = time.perf_counter()
     with (run_dir / "rows.jsonl").open("a", encoding="utf-8") as out:

@@ -7,20 +7,10 @@ follow the rules, not that the judgements are right."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(args: list[str], home: Path, timeout: int) -> subprocess.CompletedProcess:
-    env = {**os.environ, "APPLIANCE_HOME": str(home), "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_N_THREADS": "2"}
-    return subprocess.run([sys.executable, "-m", "appliance.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+from tests.slow.cli_run import run
 
 
 @pytest.mark.timeout(660)

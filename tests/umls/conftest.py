@@ -1,4 +1,5 @@
-"""Fixtures for the UMLS store and server: one starter database per test session."""
+"""Fixtures for the UMLS store and server, over the starter database (``starter_db``, built once
+per session in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,8 @@ from fastmcp import Client
 
 from mcp_servers import umls
 from mcp_servers.umls_schema import connect
-from mcp_servers.umls_store import ensure_database
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture(scope="session")
-def starter_db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("umls") / "umls.sqlite"
-    ensure_database(path)
-    return path
 
 
 @pytest.fixture

@@ -1,0 +1,22 @@
+"""Reading a JSON file a command was pointed at, with one clear error for each way it fails.
+
+Invariant: every failure is ``error(message)`` naming the file: it cannot be read (with the
+system's reason), or it is not JSON (bad syntax or not UTF-8). What the JSON must hold is the
+caller's to check.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def read_json(path: Path | str, error: type[Exception], expected: str = "") -> Any:
+    """The parsed file; ``expected`` (e.g. "TrialGPT criterion annotations") ends the not-JSON message."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise error(f"{path} is not JSON" + (f": expected {expected}" if expected else "")) from None
