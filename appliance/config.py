@@ -16,6 +16,8 @@ class Settings(BaseSettings):
     model: str = Field("gemma3-270m", description="Model profile name (see models/profiles.py).")
     model_path: str | None = Field(None, description="Absolute path of the GGUF, overriding the profile's file.")
     model_sha256: str | None = Field(None, description="Expected sha256 of model_path, when the operator knows it.")
+    model_server: str | None = Field(None, description="URL of the clinic host's model server (llama-server, "
+                                     "started by `appliance serve`); set by `--host`. None: the model runs in this process.")
     n_threads: int | None = Field(None, description="llama.cpp threads; default: all cores.")
     tool_deadline_seconds: float = Field(10.0, description="Deadline for one MCP tool call (docs/design.md §4.4, §11).")
     max_steps: int = Field(4, description="Tool-loop iterations per turn before synthesis (docs/design.md §11).")

@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from models.profiles import ModelProfile, get_profile
 
 if TYPE_CHECKING:
     from appliance.agent.graph import Agent
-    from appliance.llm.llama import LlamaModel
+    from appliance.llm.base import LanguageModel
     from appliance.tools.mcp_client import MCPToolBox
 
 
@@ -58,7 +59,15 @@ def model_path(settings: Settings) -> Path:
     return model_files(settings).path
 
 
-def load_model(settings: Settings) -> LlamaModel:
+def load_model(settings: Settings) -> LanguageModel:
+    """The model in this process, or the clinic host's when ``settings.model_server`` is set
+    (its key: this terminal's ``APPLIANCE_MCP_TOKEN``; its certificate: ``APPLIANCE_MCP_CA``)."""
+    if settings.model_server:
+        from appliance.llm.server import ServerModel, terminal_key
+
+        token = os.environ.get("APPLIANCE_MCP_TOKEN", "").strip()
+        return ServerModel(settings.model_server, key=terminal_key(token) if token else None,
+                           ca_file=os.environ.get("APPLIANCE_MCP_CA", "").strip() or None)
     from appliance.llm.llama import LlamaModel
 
     files = model_files(settings)

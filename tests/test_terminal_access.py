@@ -118,15 +118,50 @@ def test_tls_needs_both_files_and_http(tmp_path):
         assert done.returncode == 2 and "--tls-cert and --tls-key go together, with --http" in done.stderr
 
 
-def test_a_host_url_names_the_three_servers_on_consecutive_ports():
+def test_a_host_url_names_the_four_servers_on_consecutive_ports():
     from appliance.errors import ApplianceError
     from appliance.serve import host_urls
 
     assert host_urls("https://clinic-host:8765") == {
         "APPLIANCE_MCP_EHR_URL": "https://clinic-host:8765/mcp",
         "APPLIANCE_MCP_UMLS_URL": "https://clinic-host:8766/mcp",
-        "APPLIANCE_MCP_KNOWLEDGE_URL": "https://clinic-host:8767/mcp"}
+        "APPLIANCE_MCP_KNOWLEDGE_URL": "https://clinic-host:8767/mcp",
+        "APPLIANCE_MODEL_SERVER": "https://clinic-host:8768"}
     assert host_urls("http://[fd00::5]:9000/")["APPLIANCE_MCP_UMLS_URL"] == "http://[fd00::5]:9001/mcp"
     for bad in ("clinic-host:8765", "ftp://h:1", "http://h", "http://h:8765/mcp"):
         with pytest.raises(ApplianceError, match="--host takes"):
             host_urls(bad)
+
+
+def test_the_model_servers_command_line_binds_where_told_and_asks_for_keys_only_with_a_key_file(tmp_path):
+    from models.llama_server import ServerSettings, command
+
+    base = ServerSettings(model=tmp_path / "m.gguf", alias="gemma3-270m", host="192.168.1.10", port=8768,
+                          n_ctx=8192, slots=4)
+    argv = command(tmp_path / "llama-server", base)
+    assert argv[argv.index("--host") + 1] == "192.168.1.10" and argv[argv.index("--port") + 1] == "8768"
+    assert argv[argv.index("--alias") + 1] == "gemma3-270m" and argv[argv.index("--parallel") + 1] == "4"
+    assert argv[argv.index("--ctx-size") + 1] == str(8192 * 4)  # every slot gets the profile's whole context
+    assert "--api-key-file" not in argv and "--ssl-cert-file" not in argv and "--no-webui" in argv
+    from dataclasses import replace
+
+    keyed = command(tmp_path / "llama-server", replace(base, key_file=tmp_path / "keys",
+                                                        tls=(tmp_path / "c.pem", tmp_path / "k.pem")))
+    assert keyed[keyed.index("--api-key-file") + 1] == str(tmp_path / "keys")
+    assert keyed[keyed.index("--ssl-cert-file") + 1] == str(tmp_path / "c.pem")
+
+
+def test_serve_refuses_clearly_without_a_built_model_server(tmp_path):
+    env = {**_env(tmp_path), "APPLIANCE_LLAMA_SERVER": str(tmp_path / "missing" / "llama-server")}
+    done = subprocess.run([sys.executable, "-m", "appliance.cli", "serve", "--port", "18765"], cwd=PROJECT_ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "llama-server is not built here" in done.stderr, done.stderr
+
+
+def test_a_terminal_key_is_the_sha256_the_host_keeps(tmp_path):
+    """The host writes the model server's keys from the tokens file, which holds only hashes."""
+    from appliance.llm.server import terminal_key
+    from mcp_servers.access import add_terminal, read_terminals
+
+    token = add_terminal("desk-1", "operator", tmp_path / "terminals.json")
+    assert [t.token_sha256 for t in read_terminals(tmp_path / "terminals.json")] == [terminal_key(token)]

@@ -45,6 +45,9 @@ say "installing into $PREFIX (from the bundle's wheels only)"
 # A venv names its own path in its scripts: point them at the final place, then move it there.
 grep -rlF "$PARTIAL" "$PARTIAL/bin" | while read -r f; do sed -i "s|$PARTIAL|$PREFIX|g" "$f"; done
 sed -i "s|$PARTIAL|$PREFIX|g" "$PARTIAL/pyvenv.cfg"
+if [ -d "$BUNDLE/bin" ]; then  # llama.cpp's server, for `appliance serve` on a clinic host
+  cp -p "$BUNDLE"/bin/* "$PARTIAL/bin/"
+fi
 mv "$PARTIAL" "$PREFIX"
 trap - EXIT
 

@@ -17,6 +17,7 @@ TOOLS = published_tools()
 COMMAND_LINES = 1_500
 
 
+@pytest.mark.heavy
 def test_ten_thousand_generated_calls_across_every_tool(tmp_path, monkeypatch, request, capsys):
     wanted = request.config.getoption("--bad-input-calls")
     per_tool = math.ceil(wanted / len(TOOLS))
@@ -32,6 +33,7 @@ def test_ten_thousand_generated_calls_across_every_tool(tmp_path, monkeypatch, r
     assert tally.total >= wanted
 
 
+@pytest.mark.heavy
 def test_generated_command_lines_by_the_thousand(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("APPLIANCE_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()

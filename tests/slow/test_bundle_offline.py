@@ -18,7 +18,7 @@ import pytest
 from common.locations import PROJECT_ROOT
 from tests.slow.test_tui_pty import Terminal
 
-pytestmark = pytest.mark.timeout(2400)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(2400)]
 
 
 def _offline() -> list[str]:
@@ -60,6 +60,10 @@ def test_the_bundle_installs_and_runs_with_the_network_cable_pulled(bundle, tmp_
     where = subprocess.run([str(prefix / "bin" / "python"), "-c", "import appliance; print(appliance.__file__)"],
                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert str(prefix) in where.stdout and str(PROJECT_ROOT) not in where.stdout
+    # the clinic host's model server came with it and is the one the installed appliance runs
+    server = subprocess.run([str(prefix / "bin" / "python"), "-m", "models.llama_server", "where"], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert server.returncode == 0 and server.stdout.strip() == str(prefix / "bin" / "llama-server"), server
     asked = subprocess.run([*offline, str(prefix / "bin" / "appliance"), "ask", "--json", "What is hypertension?"],
                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert asked.returncode == 0, asked.stderr[-3000:]

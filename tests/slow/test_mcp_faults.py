@@ -120,6 +120,7 @@ def test_a_fault_mid_turn_is_reported_retried_and_the_server_replaced(home, faul
         assert not processes.alive(first)
 
 
+@pytest.mark.heavy
 def test_a_server_that_keeps_hanging_is_skipped_after_the_retry_limit(home):
     with Watched({"APPLIANCE_HOME": str(home)}, stall, on_calls=(1, 2, 3)) as box:
         warm(box)

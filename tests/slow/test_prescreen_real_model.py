@@ -13,6 +13,7 @@ import pytest
 from tests.slow.cli_run import run
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(660)
 def test_prescreen_of_a_demo_patient_on_the_real_model(tmp_path):
     assert run(["init", "--no-model"], tmp_path, 300).returncode == 0

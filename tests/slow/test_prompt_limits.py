@@ -121,6 +121,7 @@ def capture_fits(monkeypatch) -> list:
     return seen
 
 
+@pytest.mark.heavy
 def test_a_long_history_and_a_long_chart_are_trimmed_by_rule_never_the_question(model, chart_result, monkeypatch):
     n_ctx = model._llm.n_ctx()
     seen = capture_fits(monkeypatch)

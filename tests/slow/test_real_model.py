@@ -1,7 +1,9 @@
-"""The real llama.cpp runtime with the shipped small GGUF (never a download).
+"""The real runtimes with the shipped small GGUF (never a download): the backend contract.
 
-Every constrained node call must return a schema-valid object: 100% over a spread of inputs
-(>= 50 calls), through the nodes' own prompt builders.
+Each test that takes ``model`` runs twice: on llama.cpp in this process (``LlamaModel``) and on
+llama.cpp's own server started by the test (``ServerModel``, what terminals of a clinic host
+use). Every constrained node call must return a schema-valid object: 100% over a spread of
+inputs (>= 50 calls), through the nodes' own prompt builders.
 """
 
 from __future__ import annotations
@@ -42,10 +44,17 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model() -> LlamaModel:
-    profile = get_profile("gemma3-270m")
-    return LlamaModel(profile, assemble_default_model(models_dir()), n_threads=2)
+@pytest.fixture(scope="module", params=["in_process", pytest.param("server", marks=pytest.mark.heavy)])
+def model(request, tmp_path_factory):
+    if request.param == "in_process":
+        profile = get_profile("gemma3-270m")
+        yield LlamaModel(profile, assemble_default_model(models_dir()), n_threads=2)
+        return
+    from appliance.llm.server import ServerModel
+    from tests.slow import model_server
+
+    with model_server.running(tmp_path_factory.mktemp("llama-server") / "server.log") as url:
+        yield ServerModel(url)
 
 
 def _state(query: str, **kw) -> AgentState:
@@ -174,16 +183,29 @@ def test_a_constrained_call_is_cancelled_at_its_next_token_and_the_model_stays_u
 
 
 def test_a_budget_below_the_longest_output_still_gives_a_valid_object(model):
+    """In process, the fast decoder closes strings to fit the budget, so there is always an
+    object; llama.cpp's grammar sampler (the server's) cannot, and says so: never half an object."""
     from appliance.agent.schemas import ResultAssessment
+    from appliance.errors import GenerationTruncated
     from appliance.llm.grammar import accepts
     from appliance.llm.prompt import Message
 
     messages = [Message("system", "Summarise at great length. Answer with JSON only."),
                 Message("user", "Describe every finding of a long chart in detail.")]
+    outcomes = []
     for budget in (24, 40, 64):
-        out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0, max_tokens=budget)
+        try:
+            out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
+                                             max_tokens=budget)
+        except GenerationTruncated:
+            assert not isinstance(model, LlamaModel), "the fast decoder must fit the budget"
+            outcomes.append("truncated")
+            continue
         assert accepts(ResultAssessment, model.last_text)
         assert model.last_stats.completion_tokens <= budget and out.brief_summary
+        outcomes.append("object")
+    if isinstance(model, LlamaModel):
+        assert outcomes == ["object"] * 3
 
 
 class FreeDict(BaseModel):

@@ -16,6 +16,7 @@ from common.locations import PROJECT_ROOT
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.mark.heavy
 def test_the_selftest_command_passes_on_a_fresh_home(tmp_path):
     live = tmp_path / "live-home"
     live.mkdir()

@@ -239,7 +239,7 @@ def test_a_terminal_uses_the_servers_appliance_serve_starts(tmp_path):
     """`appliance serve` on the host, `appliance --host URL ask` on a terminal: the turn's tool call
     reaches the host's record over HTTP (the terminal's own data home gets no record)."""
     port = _free_port()
-    while any(_busy(port + i) for i in range(3)):
+    while any(_busy(port + i) for i in range(4)):  # the MCP servers and the model server
         port = _free_port()
     host_home, terminal_home = tmp_path / "host", tmp_path / "terminal"
     for home in (host_home, terminal_home):

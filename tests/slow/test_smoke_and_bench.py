@@ -10,6 +10,7 @@ import pytest
 from tests.slow.cli_run import run
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(960)
 def test_smoke_passes_on_the_real_model(tmp_path):
     proc = run(["smoke", "--json"], tmp_path, 900)
@@ -21,6 +22,7 @@ def test_smoke_passes_on_the_real_model(tmp_path):
     assert ask_user["path"][-1] == "SYNTHESIZE" and "ERROR_HANDLER" not in ask_user["path"]
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(1560)
 def test_bench_reports_every_figure_and_ratio(tmp_path):
     proc = run(["bench", "--json", "--rounds", "1", "--repeats", "1", "--criteria", "8"], tmp_path, 1500)
@@ -39,6 +41,7 @@ def test_bench_reports_every_figure_and_ratio(tmp_path):
     assert report["ratios"]["criteria_throughput_vs_naive"] == criteria["best_vs_naive"] > 0
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(660)
 def test_tool_bench_reports_p50_and_p95_for_every_tool(tmp_path):
     proc = run(["bench", "tools", "--json", "--calls", "3", "--concepts", "2000", "--trials", "2000"], tmp_path, 600)

@@ -18,6 +18,7 @@ from models.assemble import assemble_default_model
 from models.profiles import get_profile
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_twenty_rows_on_the_real_model(tmp_path):
     assemble_default_model(models_dir())

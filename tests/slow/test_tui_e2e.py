@@ -52,6 +52,7 @@ def chart_allergies(app, patient_id):
     return [a["substance"].lower() for a in outcome.result["allergies"]]
 
 
+@pytest.mark.heavy
 async def test_real_model_and_servers(home):
     app = ClinicApp(Settings(n_threads=2), sessions_path=home / "sessions.sqlite", cursor_blink=False,
                     health_interval=0)

@@ -1,0 +1,197 @@
+"""``appliance bench clinic``: turn latency with 1, 2 and 4 terminals sharing one clinic host,
+side by side with the model in the terminal's own process.
+
+Invariants:
+- Real parts on loopback: the host is ``appliance serve`` (llama.cpp's server with the profile's
+  model file and the three MCP servers over HTTP) on a scratch data home; each terminal is an
+  agent in its own thread with its own ``ServerModel`` and MCP client. The in-process baseline
+  is one agent with the model loaded here and the same HTTP MCP servers, so only where the
+  model runs differs.
+- Every configuration answers the same turns: the decoding bench's three paths (DIRECT,
+  SINGLE_TOOL, MULTI_TOOL; branching decisions overridden after the real call, as there), each
+  terminal starting at a different path so concurrent terminals do not ask in lockstep.
+- A turn is timed wall-clock from question to answer. Figures and ratios are printed; nothing is
+  asserted. The host decodes ``max(terminals)`` requests side by side (``--slots``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from appliance.config import Settings
+from appliance.errors import ApplianceError
+from common.locations import PROJECT_ROOT, scratch_home
+
+PATHS = ("DIRECT", "SINGLE_TOOL", "MULTI_TOOL")
+
+
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free loopback ports."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = sock.getsockname()[1]
+        if first + count > 65535:
+            continue
+        free = True
+        for port in range(first, first + count):
+            with socket.socket() as sock:
+                free = free and sock.connect_ex(("127.0.0.1", port)) != 0
+        if free:
+            return first
+    raise ApplianceError("no free loopback ports for the clinic host")
+
+
+@contextmanager
+def clinic_host(settings: Settings, home: Path, slots: int) -> Iterator[str]:
+    """``appliance serve`` on loopback over ``home``; yields its URL once every server answers."""
+    from appliance.serve import SERVERS, host_urls
+
+    port = _free_ports(len(SERVERS) + 1)
+    env = {**os.environ, "APPLIANCE_HOME": str(home), "APPLIANCE_MODEL": settings.model}
+    log = home / "clinic-host.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port),
+                                 "--slots", str(slots)], cwd=PROJECT_ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        urls = host_urls(url)
+        _wait(proc, log, [f"{urls['APPLIANCE_MODEL_SERVER']}/health"]
+              + [u for k, u in urls.items() if k.startswith("APPLIANCE_MCP_")])
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait(proc: subprocess.Popen, log: Path, urls: list[str], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    pending = list(urls)
+    while pending:
+        if proc.poll() is not None:
+            raise ApplianceError(f"the clinic host stopped while starting: {log.read_text(errors='replace')[-500:]}")
+        if time.monotonic() > deadline:
+            raise ApplianceError(f"the clinic host did not answer within {seconds:.0f} s: {', '.join(pending)}")
+        try:
+            with urllib.request.urlopen(pending[0], timeout=2):
+                pending.pop(0)
+        except urllib.error.HTTPError:
+            pending.pop(0)  # an MCP endpoint answers a plain GET with an HTTP error: it is listening
+        except OSError:
+            time.sleep(0.2)
+
+
+def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path: int) -> list[dict]:
+    """One terminal's turns (its own agent and MCP client), each timed."""
+    from appliance.agent.graph import Agent
+    from appliance.bench import RecordingModel, _path_overrides
+    from appliance.tools.base import deny_all
+    from appliance.tools.mcp_client import MCPToolBox
+
+    out = []
+    drugs = None  # built by the terminal's first turn (from its tools), then kept
+    with MCPToolBox(env=tool_env) as tools:
+        for i in range(turns):
+            path = PATHS[(first_path + i) % len(PATHS)]
+            query, overrides = _path_overrides(path)
+            agent = Agent(RecordingModel(model, overrides), tools, settings, deny_all, drugs=drugs)
+            started = time.perf_counter()
+            result = agent.run_turn(query)
+            drugs = agent.drugs
+            out.append({"path": path, "seconds": time.perf_counter() - started, "nodes": len(result.path)})
+    return out
+
+
+def _concurrently(n: int, make_model, tool_env: dict, settings: Settings, turns: int) -> dict:
+    results: list[list[dict]] = [[] for _ in range(n)]
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            results[i] = _terminal(make_model(), tool_env, settings, turns, i)
+        except BaseException as exc:  # noqa: BLE001 - reported after the others finish
+            errors.append(exc)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return _figures([t for r in results for t in r], wall, n)
+
+
+def _figures(turns: list[dict], wall: float, terminals: int) -> dict:
+    seconds = sorted(t["seconds"] for t in turns)
+    return {"terminals": terminals, "turns": len(turns), "median_turn_s": round(statistics.median(seconds), 3),
+            "p95_turn_s": round(seconds[min(len(seconds) - 1, int(0.95 * len(seconds)))], 3),
+            "wall_s": round(wall, 2), "turns_per_minute": round(60 * len(turns) / wall, 2),
+            "by_path": {p: round(statistics.median([t["seconds"] for t in turns if t["path"] == p]), 3)
+                        for p in PATHS if any(t["path"] == p for t in turns)}}
+
+
+def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
+    from appliance.init import init_home
+    from appliance.llm.server import ServerModel
+    from appliance.runtime import load_model
+    from appliance.serve import host_urls
+
+    if not terminals or any(n < 1 or n > 16 for n in terminals) or turns < 1:
+        raise ApplianceError("--terminals takes counts from 1 to 16 (e.g. 1,2,4) and --turns at least 1")
+    local_settings = settings.model_copy(update={"model_server": None})
+    with scratch_home("appliance-bench-clinic-") as home:
+        init_home(progress=lambda _m: None, with_model=False)
+        with clinic_host(settings, home, max(terminals)) as url:
+            urls = host_urls(url)
+            model_url = urls.pop("APPLIANCE_MODEL_SERVER")
+            tool_env = {**urls, "APPLIANCE_HOME": str(home)}
+            local = load_model(local_settings)
+            baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns)
+            del local
+            rows = [_concurrently(n, lambda: ServerModel(model_url), tool_env, settings, turns)
+                    for n in terminals]
+    one = next((r for r in rows if r["terminals"] == 1), rows[0])
+    report = {
+        "model": settings.model, "turns_per_terminal": turns, "in_process": baseline, "clinic_host": rows,
+        "ratios": {
+            "one_terminal_vs_in_process_median_turn": round(one["median_turn_s"] / baseline["median_turn_s"], 3),
+            **{f"{r['terminals']}_terminals_vs_1_median_turn": round(r["median_turn_s"] / one["median_turn_s"], 3)
+               for r in rows if r is not one},
+            **{f"{r['terminals']}_terminals_vs_1_turns_per_minute":
+               round(r["turns_per_minute"] / one["turns_per_minute"], 3) for r in rows if r is not one},
+        },
+    }
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"clinic host bench ({settings.model}, {turns} turns per terminal; wall-clock per turn)")
+    print(f"{'where the model runs':<28}{'median s':>10}{'p95 s':>10}{'turns/min':>11}")
+    print(f"{'in process (1 terminal)':<28}{baseline['median_turn_s']:>10}{baseline['p95_turn_s']:>10}"
+          f"{baseline['turns_per_minute']:>11}")
+    for r in rows:
+        label = f"host, {r['terminals']} terminal{'s' if r['terminals'] > 1 else ''}"
+        print(f"{label:<28}{r['median_turn_s']:>10}{r['p95_turn_s']:>10}{r['turns_per_minute']:>11}")
+    for name, value in report["ratios"].items():
+        print(f"  {name}: {value}")
+    return 0

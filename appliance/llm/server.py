@@ -1,0 +1,269 @@
+"""The second runtime: the same prompts and grammars, sent to llama.cpp's own server
+(``llama-server``, started by ``appliance serve`` on the clinic host; ``models.llama_server``).
+
+Invariants:
+- Same interface, same prompts, same constraint: a prompt is rendered by ``prompt.render_parts``
+  and tokenized part by part by the server's own tokenizer (markers as control tokens, text
+  with special-token parsing off), and sent as token ids, so a clinician's ``<end_of_turn>``
+  stays text here too; a constrained call sends the schema's GBNF grammar
+  (``grammar.output_schema``), the language both in-process decoders produce, and the answer
+  is validated against the schema before it is returned.
+- The profile is the host's: the server's model alias names it, so the demo notice follows the
+  model that actually answers, whatever this terminal was configured with.
+- Every call streams, so ``cancel`` (and ``on_token``) work as in process: a cancelled call
+  closes its connection and llama-server stops that request.
+- Context fitting is the same rule (``fit.fit_messages``) with the server's token counts and
+  its per-request context. ``max_tokens`` is respected; output cut by it raises
+  ``GenerationTruncated``.
+- A host that cannot be reached raises ``ModelServerUnavailable`` (a ``GenerationError``, so
+  the agent's error templates apply); a refused key raises ``ConfigError``. No prompt text is
+  put in an error message or a log line.
+- No images: this runtime is not a ``VisionModel`` (the agent says so when an image is attached).
+- Only the standard library speaks HTTP here; one request at a time per terminal (a lock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+from functools import lru_cache
+from typing import Iterator, Sequence
+from urllib.parse import urlsplit
+
+from appliance.errors import (
+    ConfigError, ContextOverflow, GenerationCancelled, GenerationError, GenerationTruncated,
+)
+from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
+from appliance.llm.fit import Fitted, fit_messages
+from appliance.llm.grammar import output_schema
+from appliance.llm.prompt import Message, Part, render_parts
+from models.profiles import ModelProfile, get_profile
+
+CONNECT_SECONDS = 5.0
+FIRST_BYTE_SECONDS = 600.0  # a busy host queues requests; the caller's cancel ends a wait sooner
+TOKEN_CACHE = 4096  # tokenized text parts kept (system texts and markers repeat in every call)
+
+
+class ModelServerUnavailable(GenerationError):
+    """The clinic host's model server cannot be reached or failed the request."""
+
+
+def terminal_key(token: str) -> str:
+    """The model-server key of a terminal whose MCP token is ``token``: its sha256, which is
+    what the host stores (``mcp_servers.access``), so one token serves both."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class ServerModel:
+    """A model on the clinic host behind the LanguageModel interface."""
+
+    def __init__(self, url: str, *, key: str | None = None, ca_file: str | None = None,
+                 timeout: float = FIRST_BYTE_SECONDS):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+            raise ConfigError(f"the model server is given as http[s]://HOST:PORT, not {url!r}")
+        self.url = f"{parts.scheme}://{parts.netloc}"
+        self._host, self._port, self._https = parts.hostname, parts.port, parts.scheme == "https"
+        self._context = ssl.create_default_context(cafile=ca_file) if self._https else None
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self.last_stats: CallStats | None = None
+        self.last_text = ""
+        props = self._request("GET", "/props")
+        alias = props.get("model_alias") or ""
+        try:
+            self.profile: ModelProfile = get_profile(alias)
+        except ConfigError:
+            raise ConfigError(f"the model server at {self.url} runs {alias!r}, which is no profile this "
+                              f"appliance knows") from None
+        self.profile_name = self.profile.name
+        # A request's context: the slot's, never more than the profile's (what the in-process model has).
+        self.n_ctx = min(int(props["default_generation_settings"]["n_ctx"]), self.profile.n_ctx)
+        self._tokens = lru_cache(maxsize=TOKEN_CACHE)(self._tokenize_uncached)
+
+    # -- HTTP -------------------------------------------------------------------------------
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_SECONDS, context=self._context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_SECONDS)
+
+    def _open(self, method: str, path: str, body: dict | None, cancel: threading.Event | None = None,
+              ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, threading.Event]:
+        """The connection, its response (status 200) and the event that ends its cancel watch."""
+        conn = self._connection()
+        done = threading.Event()
+        try:
+            conn.connect()
+            conn.sock.settimeout(self._timeout)
+            if cancel is not None:  # a cancel shuts the socket, so a read waiting on a busy host ends too
+                threading.Thread(target=_shut_on_cancel, args=(conn.sock, cancel, done), daemon=True).start()
+            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self._headers)
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            done.set()
+            conn.close()
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled("cancelled") from None
+            reason = "timed out" if isinstance(exc, (socket.timeout, TimeoutError)) else type(exc).__name__
+            raise ModelServerUnavailable(f"the model server at {self.url} cannot be reached ({reason})") from None
+        if response.status != 200:
+            detail = _error_message(response.read())
+            done.set()
+            conn.close()
+            if response.status == 401:
+                raise ConfigError(f"the model server at {self.url} refused this terminal's token "
+                                  f"(APPLIANCE_MCP_TOKEN; `appliance terminal add` on the host)")
+            if response.status == 400 and "context" in detail.lower():
+                raise ContextOverflow(f"the prompt does not fit the model server's context ({detail})")
+            raise ModelServerUnavailable(f"the model server at {self.url} answered {response.status} ({detail})")
+        return conn, response, done
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+        conn, response, done = self._open(method, path, body)
+        try:
+            return json.loads(response.read())
+        except (OSError, http.client.HTTPException, ValueError):
+            raise ModelServerUnavailable(f"the model server at {self.url} sent an unreadable answer") from None
+        finally:
+            done.set()
+            conn.close()
+
+    def _stream(self, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
+        """The server-sent events of one completion; closing the connection ends the request."""
+        conn, response, done = self._open("POST", "/completion", {**body, "stream": True}, cancel)
+        try:
+            while True:
+                try:
+                    line = response.readline()
+                except (OSError, http.client.HTTPException):
+                    line = None
+                if cancel is not None and cancel.is_set():
+                    raise GenerationCancelled("cancelled")
+                if line is None:
+                    raise ModelServerUnavailable(f"the model server at {self.url} stopped answering")
+                if not line:
+                    raise ModelServerUnavailable(f"the model server at {self.url} ended the answer early")
+                if not line.startswith(b"data: "):
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    raise ModelServerUnavailable(f"the model server failed the request ({_error_message(line[6:])})")
+                yield event
+                if event.get("stop"):
+                    return
+        finally:
+            done.set()
+            conn.close()
+
+    # -- tokens -----------------------------------------------------------------------------
+    def _tokenize_uncached(self, text: str, bos: bool, special: bool) -> tuple[int, ...]:
+        out = self._request("POST", "/tokenize", {"content": text, "add_special": bos, "parse_special": special})
+        return tuple(out["tokens"])
+
+    def prompt_tokens(self, parts: Sequence[Part]) -> list[int]:
+        """Token ids of ``parts`` as ``prompt.tokenize_parts`` makes them, by the server's tokenizer."""
+        tokens: list[int] = []
+        for i, (text, marker) in enumerate(parts):
+            tokens += self._tokens(text, i == 0, marker)
+        return tokens
+
+    def count_prompt(self, messages: Sequence[Message]) -> int:
+        return len(self.prompt_tokens(render_parts(messages)))
+
+    def tokenize_count(self, text: str) -> int:
+        with self._lock:
+            return len(self._tokens(text, True, False))
+
+    def _fit(self, messages: Sequence[Message], reserve: int) -> Fitted:
+        return fit_messages(messages, self.count_prompt, self.n_ctx - reserve)
+
+    # -- interface --------------------------------------------------------------------------
+    def generate_constrained(
+        self, node: str, messages: Sequence[Message], schema: type[T], *, temperature: float, max_tokens: int,
+        decoder: str | None = None, cancel: threading.Event | None = None,
+    ) -> T:
+        """``decoder`` is accepted for the in-process runtime's signature; the server has one
+        decoder, llama.cpp's grammar sampler over the same grammar."""
+        grammar = output_schema(schema).grammar  # SchemaNotSupported before anything is sent
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled(f"{node}: cancelled before it started")
+        text, stats = self._complete(node, messages, temperature, max_tokens, cancel, grammar=grammar)
+        self.last_text = text
+        self.last_stats = stats
+        if stats.finish_reason == "length":
+            raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}")
+        return parse_constrained(text, schema)
+
+    def generate_free(
+        self, node: str, messages: Sequence[Message], *, temperature: float, max_tokens: int,
+        on_token: TokenCallback | None = None, cancel: threading.Event | None = None,
+    ) -> str:
+        text, stats = self._complete(node, messages, temperature, max_tokens, cancel, on_token=on_token)
+        self.last_stats = stats
+        return text
+
+    def _complete(self, node: str, messages: Sequence[Message], temperature: float, max_tokens: int,
+                  cancel: threading.Event | None, *, grammar: str | None = None,
+                  on_token: TokenCallback | None = None) -> tuple[str, CallStats]:
+        started = time.perf_counter()
+        pieces: list[str] = []
+        with self._lock:
+            fitted = self._fit(messages, max_tokens)
+            body = {"prompt": self.prompt_tokens(render_parts(fitted.messages)), "n_predict": max_tokens,
+                    "temperature": temperature, "top_k": 40 if temperature > 0 else 1,
+                    "stop": list(self.profile.stop), "cache_prompt": True}
+            if grammar is not None:
+                body["grammar"] = grammar
+            final: dict = {}
+            try:
+                for event in self._stream(body, cancel):
+                    piece = event.get("content", "")
+                    if piece:
+                        pieces.append(piece)
+                        if on_token is not None:
+                            on_token(piece)
+                    if event.get("stop"):
+                        final = event
+            except GenerationCancelled:
+                raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces") from None
+        timings = final.get("timings", {})
+        stop_type = final.get("stop_type", "")
+        stats = CallStats(
+            node=node, prompt_tokens=int(final.get("tokens_evaluated", 0)),
+            completion_tokens=int(final.get("tokens_predicted", 0)), seconds=time.perf_counter() - started,
+            finish_reason="length" if stop_type == "limit" else "stop",
+            prefill_tokens=int(timings.get("prompt_n", 0)),
+            cache_hit=int(timings.get("prompt_n", 0)) < int(final.get("tokens_evaluated", 0)),
+            eval_seconds=(timings.get("prompt_ms", 0.0) + timings.get("predicted_ms", 0.0)) / 1000,
+            sampled_tokens=int(final.get("tokens_predicted", 0)),
+            history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
+        )
+        return "".join(pieces), stats
+
+
+def _shut_on_cancel(sock: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
+    while not done.is_set():
+        if cancel.wait(0.05):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+
+
+def _error_message(raw: bytes) -> str:
+    """The server's one-line reason (its messages name limits and parameters, never prompt text)."""
+    try:
+        error = json.loads(raw).get("error", {})
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+    except (ValueError, AttributeError):
+        message = ""
+    return (message or "no reason given")[:200]

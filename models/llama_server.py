@@ -1,0 +1,143 @@
+"""llama.cpp's own HTTP server (``llama-server``): built at setup from the llama.cpp that the
+installed llama-cpp-python vendors, and started on the clinic host by ``appliance serve``.
+
+Invariants:
+- Built only at setup (``build.sh``, ``python -m models.llama_server build``): the source is
+  llama-cpp-python's sdist of the installed version (``pip download``, served from pip's cache
+  after the first time), configured so that the build downloads nothing (no curl, no prebuilt
+  web UI), with TLS when OpenSSL's headers are present. A stamp beside the binary (version, TLS)
+  makes a later setup skip the build.
+- ``locate`` finds the binary: ``$APPLIANCE_LLAMA_SERVER``, else ``llama-server`` beside the
+  running Python (the venv's ``bin``); ``None`` when there is none.
+- ``command`` is the one place that turns a model file and the host's settings into
+  llama-server's command line: bound to the address given (never all interfaces by default),
+  the profile's name as the model alias (terminals read it to know which profile answers), a
+  key file when terminals must authenticate, no web UI, no prompt text in its log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+BINARY = "llama-server"
+STAMP_SUFFIX = ".stamp.json"
+
+
+def locate() -> Path | None:
+    """The llama-server binary this appliance uses, or None when none is built."""
+    env = os.environ.get("APPLIANCE_LLAMA_SERVER")
+    if env:
+        path = Path(env).expanduser()
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    path = Path(sys.executable).parent / BINARY
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def has_tls(binary: Path) -> bool:
+    """Whether ``binary`` was built with OpenSSL (its stamp says so)."""
+    try:
+        return bool(json.loads(binary.with_name(binary.name + STAMP_SUFFIX).read_text())["tls"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    model: Path
+    alias: str  # the profile name
+    host: str
+    port: int
+    n_ctx: int  # per slot (the profile's context); the KV cache holds n_ctx x slots tokens
+    slots: int = 4  # requests decoded side by side
+    threads: int | None = None
+    key_file: Path | None = None  # one API key per line; None: no key asked (loopback only)
+    tls: tuple[Path, Path] | None = None  # (certificate, key)
+
+
+def command(binary: Path, s: ServerSettings) -> list[str]:
+    """llama-server's argv for ``s``."""
+    argv = [str(binary), "--model", str(s.model), "--alias", s.alias, "--host", s.host, "--port", str(s.port),
+            "--ctx-size", str(s.n_ctx * s.slots), "--parallel", str(s.slots),
+            "--threads", str(s.threads or max(1, os.cpu_count() or 1)), "--n-gpu-layers", "0",
+            "--no-webui", "--log-verbosity", "1", "--no-slots"]
+    if s.key_file is not None:
+        argv += ["--api-key-file", str(s.key_file)]
+    if s.tls is not None:
+        argv += ["--ssl-cert-file", str(s.tls[0]), "--ssl-key-file", str(s.tls[1])]
+    return argv
+
+
+# -- the build (setup time only) ----------------------------------------------------------
+def _stamp() -> dict:
+    return {"llama_cpp_python": metadata.version("llama-cpp-python"), "tls": Path("/usr/include/openssl/ssl.h").exists()}
+
+
+def build(dest: Path, *, progress=print) -> Path:
+    """Build llama-server into ``dest`` (a folder) unless its stamp already matches."""
+    binary = dest / BINARY
+    stamp_file = binary.with_name(BINARY + STAMP_SUFFIX)
+    want = _stamp()
+    try:
+        if binary.is_file() and json.loads(stamp_file.read_text()) == want:
+            progress(f"llama-server {want['llama_cpp_python']} is built")
+            return binary
+    except (OSError, ValueError):
+        pass
+    cmake = shutil.which("cmake") or shutil.which("cmake", path=str(Path(sys.executable).parent))
+    if cmake is None:
+        raise SystemExit("llama-server needs cmake: install it (build.sh does on Debian as root)")
+    with tempfile.TemporaryDirectory(prefix="llama-server-") as tmp:
+        work = Path(tmp)
+        progress(f"fetching the llama.cpp source of llama-cpp-python {want['llama_cpp_python']} (pip's cache)")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        f"llama-cpp-python=={want['llama_cpp_python']}", "-d", str(work)], check=True)
+        sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+        shutil.unpack_archive(sdist, work)
+        source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        options = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
+                   f"-DLLAMA_OPENSSL={'ON' if want['tls'] else 'OFF'}", "-DLLAMA_BUILD_TESTS=OFF",
+                   "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
+                   "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF"]
+        progress("building llama-server (several minutes the first time)")
+        subprocess.run([cmake, "-S", str(source), "-B", str(work / "build"), *generator, *options],
+                       check=True, stdout=subprocess.DEVNULL)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)
+        subprocess.run([cmake, "--build", str(work / "build"), "--target", BINARY, "-j", jobs],
+                       check=True, stdout=subprocess.DEVNULL)
+        built = next((work / "build").rglob(BINARY))
+        dest.mkdir(parents=True, exist_ok=True)
+        partial = binary.with_name(BINARY + ".partial")
+        shutil.copy2(built, partial)
+        os.replace(partial, binary)
+    stamp_file.write_text(json.dumps(want))
+    progress(f"llama-server built: {binary}")
+    return binary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m models.llama_server",
+                                     description="build llama.cpp's server for the clinic host (setup time)")
+    parser.add_argument("action", choices=["build", "where"])
+    parser.add_argument("--dest", type=Path, default=Path(sys.executable).parent,
+                        help="folder for the binary (default: beside this Python)")
+    args = parser.parse_args(argv)
+    if args.action == "where":
+        found = locate()
+        print(found if found else "no llama-server is built (./build.sh builds it)")
+        return 0 if found else 1
+    build(args.dest, progress=lambda m: print(f"==> {m}", flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
