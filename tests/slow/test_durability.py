@@ -10,7 +10,7 @@ import pytest
 
 from ehr_db.durability import crash_test
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(120)]  # fault drills: the heavy tier
 
 
 def test_writers_killed_at_random_moments_lose_nothing_and_leave_no_half_write(tmp_path):

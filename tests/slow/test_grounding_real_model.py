@@ -64,6 +64,7 @@ CANDIDATES = [{"cui": f"C000000{i}", "name": name, "snomed_code": str(100 + i), 
               for i, name in enumerate(["Diabetes mellitus", "Acetaminophen", "Pregnancy", "Kidney failure", "Heparin"])]
 
 
+@pytest.mark.heavy
 def test_grounding_schemas_decode_into_their_grammar_language(model):
     """Extraction and every evaluation schema, greedy and sampled, at the loop's limits and
     tighter ones (lists of objects and one-value enums are what these add to the decoder)."""

@@ -26,7 +26,7 @@ from common import locations
 from common.locations import PROJECT_ROOT
 from ehr_db.setup import ensure_database
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(180)]  # fault drills: the heavy tier
 
 DEADLINE = 2.0
 CHART = "get_patient_chart"
@@ -120,7 +120,6 @@ def test_a_fault_mid_turn_is_reported_retried_and_the_server_replaced(home, faul
         assert not processes.alive(first)
 
 
-@pytest.mark.heavy
 def test_a_server_that_keeps_hanging_is_skipped_after_the_retry_limit(home):
     with Watched({"APPLIANCE_HOME": str(home)}, stall, on_calls=(1, 2, 3)) as box:
         warm(box)

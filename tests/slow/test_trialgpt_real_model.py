@@ -48,6 +48,7 @@ def model() -> LlamaModel:
     return LlamaModel(get_profile("gemma3-270m"), assemble_default_model(models_dir()), n_threads=2)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_batched_criteria_sharing_a_patient_prefix_answer_like_single_calls(model):
     rows = trialgpt.load_rows(trialgpt.DEFAULT_DATA)[40:56]  # the end of one patient, the start of the next

@@ -28,7 +28,7 @@ from appliance.tools.mcp_client import MCPToolBox
 from common import locations
 from ehr_db.setup import ensure_database
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(120)]  # fault drills: the heavy tier
 
 RX = {"patient_id": "abc-123", "medication_name": "sitagliptin", "dosage": "100 mg", "frequency": "once daily",
       "notes": None}
