@@ -264,6 +264,7 @@ def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeat
 
     if criteria < 0 or criteria == 1:
         raise ApplianceError("--criteria must be 0 (skip) or at least 2")
+    settings = settings.model_copy(update={"model_server": None})  # this bench measures the in-process runtime
 
     with scratch_home("appliance-bench-") as home_path:
         home = str(home_path)

@@ -98,9 +98,14 @@ def serve(bind: str, port: int, tls: tuple[Path, Path] | None = None, *, slots: 
     procs = {name: subprocess.Popen([sys.executable, "-m", f"mcp_servers.{name}", "--http", f"{bind}:{port + i}",
                                      *extra], cwd=PROJECT_ROOT)
              for i, name in enumerate(SERVERS)}
-    if model_argv is not None:
-        procs["model"] = subprocess.Popen(model_argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL)  # its log would carry request details
+    if model_argv is not None:  # its log at verbosity 1: start-up and errors, never a request's text
+        from common.locations import PRIVATE_FILE_MODE, logs_dir
+
+        logs_dir().mkdir(parents=True, exist_ok=True)
+        log_path = logs_dir() / "model-server.log"
+        log_path.touch(mode=PRIVATE_FILE_MODE, exist_ok=True)
+        with open(log_path, "ab") as log:
+            procs["model"] = subprocess.Popen(model_argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     scheme = "https" if tls else "http"
     last = port + (MODEL_PORT_OFFSET if model_argv else MODEL_PORT_OFFSET - 1)
     what = "the model, record, UMLS and knowledge servers" if model_argv else "the record, UMLS and knowledge servers"
@@ -113,7 +118,8 @@ def serve(bind: str, port: int, tls: tuple[Path, Path] | None = None, *, slots: 
             ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
             if ended:
                 print(f"appliance serve: the {', '.join(ended)} server stopped (exit "
-                      f"{', '.join(str(c) for c in ended.values())}); stopping the others", file=sys.stderr)
+                      f"{', '.join(str(c) for c in ended.values())}; the model server's log is "
+                      f"logs/model-server.log in the data home); stopping the others", file=sys.stderr)
                 return 1
             time.sleep(0.5)
     except KeyboardInterrupt:

@@ -150,6 +150,8 @@ def test_a_terminal_answers_with_the_hosts_model_through_appliance_serve(tmp_pat
         assert turn["response"] and turn["model_notice"] and "INTENT_CLASSIFY" in turn["path"], turn
         assert any(t.get("node") == "INTENT_CLASSIFY" for t in turn["timings"]), turn["timings"]
         assert not (terminal_home / "ehr.sqlite").exists()
+        server_log = (host_home / "logs" / "model-server.log").read_text(errors="replace")
+        assert "llama" in server_log.lower() and "dofetilide" not in server_log.lower()  # no request text logged
     finally:
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(timeout=30) == 0, log.read_text()[-2000:]
