@@ -128,12 +128,17 @@ def test_an_unreachable_host_is_a_clear_error_not_a_hang():
 def test_a_terminal_answers_with_the_hosts_model_through_appliance_serve(tmp_path):
     """`appliance serve` starts the model server beside the MCP servers; `appliance --host URL
     ask` answers a real turn with it. The terminal has no model file of its own: its model path
-    points nowhere, so an answer can only come from the host."""
+    points nowhere, so an answer can only come from the host. The host has a terminal token, so
+    the model server asks for that terminal's key as the record does: without it, no turn."""
+    from mcp_servers.access import add_terminal
+
     port = model_server.free_port()
     host_home, terminal_home = tmp_path / "host", tmp_path / "terminal"
     host_home.mkdir()
     terminal_home.mkdir()
+    token = add_terminal("desk-1", "aokafor", host_home / "terminals.json")
     env = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off"}
+    env.pop("APPLIANCE_MCP_TOKEN", None)
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serve = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port), "--slots", "2"],
@@ -141,10 +146,13 @@ def test_a_terminal_answers_with_the_hosts_model_through_appliance_serve(tmp_pat
                                  stderr=subprocess.STDOUT)
     try:
         model_server.wait_healthy(f"http://127.0.0.1:{port + 3}", serve, log, seconds=120)
-        asked = subprocess.run(
-            [sys.executable, "-m", "appliance.cli", "--host", f"http://127.0.0.1:{port}", "ask", "--json",
-             "Check FDA warnings for dofetilide"], cwd=PROJECT, capture_output=True, text=True, timeout=300,
-            env={**env, "APPLIANCE_HOME": str(terminal_home), "APPLIANCE_MODEL_PATH": str(tmp_path / "no-model.gguf")})
+        terminal = {**env, "APPLIANCE_HOME": str(terminal_home), "APPLIANCE_MODEL_PATH": str(tmp_path / "no-model.gguf")}
+        ask = [sys.executable, "-m", "appliance.cli", "--host", f"http://127.0.0.1:{port}", "ask", "--json",
+               "Check FDA warnings for dofetilide"]
+        refused = subprocess.run(ask, cwd=PROJECT, capture_output=True, text=True, timeout=120, env=terminal)
+        assert refused.returncode == 2 and "refused this terminal's token" in refused.stderr, refused.stderr[-2000:]
+        asked = subprocess.run(ask, cwd=PROJECT, capture_output=True, text=True, timeout=300,
+                               env={**terminal, "APPLIANCE_MCP_TOKEN": token})
         assert asked.returncode == 0, asked.stderr[-2000:]
         turn = json.loads(asked.stdout)
         assert turn["response"] and turn["model_notice"] and "INTENT_CLASSIFY" in turn["path"], turn
