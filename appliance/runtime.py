@@ -63,11 +63,13 @@ def load_model(settings: Settings) -> LanguageModel:
     """The model in this process, or the clinic host's when ``settings.model_server`` is set
     (its key: this terminal's ``APPLIANCE_MCP_TOKEN``; its certificate: ``APPLIANCE_MCP_CA``)."""
     if settings.model_server:
-        from appliance.llm.server import ServerModel, terminal_key
+        from appliance.llm.server import ServerModel
+        from appliance.tools.mcp_client import clinic_trust
+        from mcp_servers.access import token_digest
 
         token = os.environ.get("APPLIANCE_MCP_TOKEN", "").strip()
-        return ServerModel(settings.model_server, key=terminal_key(token) if token else None,
-                           ca_file=os.environ.get("APPLIANCE_MCP_CA", "").strip() or None)
+        return ServerModel(settings.model_server, key=token_digest(token) if token else None,
+                           context=clinic_trust(os.environ))
     from appliance.llm.llama import LlamaModel
 
     files = model_files(settings)

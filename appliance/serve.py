@@ -7,7 +7,7 @@ Invariants:
   ``models.llama_server``) on P+3; ``host_urls`` makes the same URLs from the one URL a
   terminal is given, so the two sides cannot disagree.
 - The model server asks for the same terminal tokens as the MCP servers: its key file holds
-  each terminal's token sha256 (``appliance.llm.server.terminal_key``), written privately at
+  each terminal's token sha256 (``mcp_servers.access.token_digest``), written privately at
   start, so a terminal revoked while the host runs keeps the model until the host restarts
   (the record refuses it at once). Without tokens (loopback only) it asks for no key. It uses
   the operator's certificate too, or refuses to start when its build has no TLS.

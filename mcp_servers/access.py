@@ -38,7 +38,8 @@ def tokens_path() -> Path:
     return data_home() / "terminals.json"
 
 
-def _digest(token: str) -> str:
+def token_digest(token: str) -> str:
+    """What is kept of a terminal token, and the model server key a terminal sends (``appliance serve``)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
@@ -88,7 +89,7 @@ def add_terminal(name: str, account: str, path: Path | None = None) -> str:
         raise AccessError(f"a terminal named {name!r} exists already: revoke it first to issue a new token")
     token = secrets.token_urlsafe(32)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _write([*terminals, Terminal(name, account, _digest(token), created)], path)
+    _write([*terminals, Terminal(name, account, token_digest(token), created)], path)
     return token
 
 
@@ -108,7 +109,7 @@ class TerminalTokens(TokenVerifier):
         self.path = path
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        digest = _digest(token)
+        digest = token_digest(token)
         for terminal in read_terminals(self.path):
             if secrets.compare_digest(terminal.token_sha256, digest):
                 return AccessToken(token=token, client_id=terminal.name, scopes=[], subject=terminal.account)

@@ -35,10 +35,7 @@ STAMP_SUFFIX = ".stamp.json"
 def locate() -> Path | None:
     """The llama-server binary this appliance uses, or None when none is built."""
     env = os.environ.get("APPLIANCE_LLAMA_SERVER")
-    if env:
-        path = Path(env).expanduser()
-        return path if path.is_file() and os.access(path, os.X_OK) else None
-    path = Path(sys.executable).parent / BINARY
+    path = Path(env).expanduser() if env else Path(sys.executable).parent / BINARY
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 

@@ -20,7 +20,7 @@ def test_a_token_is_shown_once_and_only_its_hash_is_kept(tmp_path):
     path = tmp_path / "terminals.json"
     token = access.add_terminal("desk-1", "aokafor", path)
     text = path.read_text()
-    assert token not in text and access._digest(token) in text
+    assert token not in text and access.token_digest(token) in text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     [t] = access.read_terminals(path)
     assert (t.name, t.account) == ("desk-1", "aokafor")
@@ -160,8 +160,7 @@ def test_serve_refuses_clearly_without_a_built_model_server(tmp_path):
 
 def test_a_terminal_key_is_the_sha256_the_host_keeps(tmp_path):
     """The host writes the model server's keys from the tokens file, which holds only hashes."""
-    from appliance.llm.server import terminal_key
-    from mcp_servers.access import add_terminal, read_terminals
+    from mcp_servers.access import add_terminal, read_terminals, token_digest as terminal_key
 
     token = add_terminal("desk-1", "operator", tmp_path / "terminals.json")
     assert [t.token_sha256 for t in read_terminals(tmp_path / "terminals.json")] == [terminal_key(token)]

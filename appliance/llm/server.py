@@ -24,7 +24,6 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
 import socket
@@ -41,7 +40,7 @@ from appliance.errors import (
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import output_schema
-from appliance.llm.prompt import Message, Part, render_parts
+from appliance.llm.prompt import Message, Part, render_parts, tokenize_parts
 from models.profiles import ModelProfile, get_profile
 
 CONNECT_SECONDS = 5.0
@@ -53,23 +52,19 @@ class ModelServerUnavailable(GenerationError):
     """The clinic host's model server cannot be reached or failed the request."""
 
 
-def terminal_key(token: str) -> str:
-    """The model-server key of a terminal whose MCP token is ``token``: its sha256, which is
-    what the host stores (``mcp_servers.access``), so one token serves both."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
 class ServerModel:
     """A model on the clinic host behind the LanguageModel interface."""
 
-    def __init__(self, url: str, *, key: str | None = None, ca_file: str | None = None,
+    def __init__(self, url: str, *, key: str | None = None, context: ssl.SSLContext | None = None,
                  timeout: float = FIRST_BYTE_SECONDS):
+        """``key``: this terminal's (``mcp_servers.access.token_digest`` of its token);
+        ``context``: HTTPS trust (None: the system's)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
             raise ConfigError(f"the model server is given as http[s]://HOST:PORT, not {url!r}")
         self.url = f"{parts.scheme}://{parts.netloc}"
         self._host, self._port, self._https = parts.hostname, parts.port, parts.scheme == "https"
-        self._context = ssl.create_default_context(cafile=ca_file) if self._https else None
+        self._context = (context or ssl.create_default_context()) if self._https else None
         self._headers = {"Content-Type": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
@@ -169,11 +164,8 @@ class ServerModel:
         return tuple(out["tokens"])
 
     def prompt_tokens(self, parts: Sequence[Part]) -> list[int]:
-        """Token ids of ``parts`` as ``prompt.tokenize_parts`` makes them, by the server's tokenizer."""
-        tokens: list[int] = []
-        for i, (text, marker) in enumerate(parts):
-            tokens += self._tokens(text, i == 0, marker)
-        return tokens
+        """Token ids of ``parts``, by the server's tokenizer (each distinct part asked once)."""
+        return tokenize_parts(lambda text, bos, special: list(self._tokens(text, bos, special)), parts, bos=True)
 
     def count_prompt(self, messages: Sequence[Message]) -> int:
         return len(self.prompt_tokens(render_parts(messages)))

@@ -77,6 +77,19 @@ def _error_text(result: Any) -> str:
     return "server_error: the tool reported an error without a message"
 
 
+
+def clinic_trust(env) -> ssl.SSLContext | None:
+    """HTTPS trust for the clinic host's servers (MCP and model): its certificate from
+    ``APPLIANCE_MCP_CA`` in ``env``, else None (the system's); ``ToolClientError`` if unreadable."""
+    ca = env.get("APPLIANCE_MCP_CA", "").strip()
+    if not ca:
+        return None
+    try:
+        return ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ToolClientError(f"APPLIANCE_MCP_CA {ca} is not a readable certificate file ({exc})") from None
+
+
 class MCPToolBox:
     """Synchronous facade over fastmcp clients, safe to call from any one thread at a time."""
 
@@ -117,14 +130,7 @@ class MCPToolBox:
         return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
 
     def _trust(self) -> ssl.SSLContext | None:
-        """HTTPS trust: the clinic host's certificate from ``$APPLIANCE_MCP_CA``, else the system's."""
-        ca = self._env.get("APPLIANCE_MCP_CA", "").strip()
-        if not ca:
-            return None
-        try:
-            return ssl.create_default_context(cafile=ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise ToolClientError(f"APPLIANCE_MCP_CA {ca} is not a readable certificate file ({exc})") from None
+        return clinic_trust(self._env)
 
     def _start_env(self) -> dict[str, str]:
         """A fresh token for the next server start, so its process can be found (``processes``)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -21,9 +22,10 @@ from appliance.agent.schemas import IntentClassification
 from appliance.errors import ConfigError, GenerationCancelled
 from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message, render_parts, tokenize_parts
-from appliance.llm.server import ModelServerUnavailable, ServerModel, terminal_key
+from appliance.llm.server import ModelServerUnavailable, ServerModel
 from common.locations import models_dir
 from models.assemble import assemble_default_model
+from mcp_servers.access import token_digest as terminal_key
 from models.profiles import get_profile
 from tests.slow import model_server
 
@@ -108,7 +110,7 @@ def test_https_with_the_operators_certificate(tmp_path):
                    check=True, capture_output=True, timeout=60)
     with model_server.running(tmp_path / "server.log", tls=(cert, key), slots=1) as url:
         assert url.startswith("https://")
-        model = ServerModel(url, ca_file=str(cert))
+        model = ServerModel(url, context=ssl.create_default_context(cafile=str(cert)))
         out = model.generate_constrained("INTENT_CLASSIFY", CLASSIFY, IntentClassification, temperature=0.0,
                                          max_tokens=128)
         assert out.intent in ("DIRECT", "TOOL_NEEDED")
