@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
 
-from appliance.agent.drugs import DrugRecogniser
+from appliance.medication.names import DrugRecogniser
 from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.errors import ApplianceError

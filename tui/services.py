@@ -26,7 +26,7 @@ import time
 
 from textual import work
 
-from appliance.agent.drugs import DrugRecogniser, library_lexicon
+from appliance.medication.names import DrugRecogniser, library_lexicon
 from appliance.errors import ApplianceError
 from common.locations import logs_dir
 from mcp_servers.contracts import TOOL_SERVERS

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from appliance.agent.drugs import TOKEN_RE, DrugRecogniser
+from appliance.medication.names import TOKEN_RE, DrugRecogniser
 from mcp_servers import knowledge_queries, umls_lookup
 from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
 from mcp_servers.umls_store import ensure_database as ensure_umls

@@ -1,4 +1,4 @@
-"""The drug recogniser (appliance/agent/drugs.py): generic names, combinations, the overlay,
+"""The drug recogniser (appliance/medication/names.py): generic names, combinations, the overlay,
 local names, the stop list, agreement with the knowledge server, and the write grounding."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 import pytest
 import sqlite_utils
 
-from appliance.agent import drugs as drugs_module
-from appliance.agent.drugs import DrugRecogniser, Mention
+from appliance.medication import names as drugs_module
+from appliance.medication.names import DrugRecogniser, Mention
 from appliance.agent.nodes import input_assembly, tool_execute
 from appliance.agent.state import AgentState
 from mcp_servers import knowledge_queries, umls_lookup

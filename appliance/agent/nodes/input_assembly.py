@@ -3,7 +3,7 @@ attached image the image call (``analyze_image``) when the model can run it.
 
 Invariants: no model call for text-only input, nor for an image the model cannot analyse (a
 notice reaches synthesis instead); drug mentions are generic names from the drug recogniser
-(``appliance/agent/drugs.py``: a maintained dictionary, our overlay, and the local knowledge and
+(``appliance/medication/names.py``: a maintained dictionary, our overlay, and the local knowledge and
 UMLS servers' names, so it grows with every import); patient IDs in text follow the rule in
 ``appliance/agent/patient_refs.py``, and a reply to code's several-matches question that picks
 one candidate adds that candidate's ID (returned by the search) to the turn's patient IDs.
@@ -16,7 +16,7 @@ import threading
 from dataclasses import replace
 
 from appliance.agent.dictation import instruction_text
-from appliance.agent.drugs import DrugRecogniser
+from appliance.medication.names import DrugRecogniser
 from appliance.agent.patient_refs import choice_from_history, find_patient_ids
 from appliance.agent.state import AgentState, ExtractedEntities
 from appliance.errors import ApplianceError, GenerationCancelled
