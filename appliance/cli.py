@@ -25,6 +25,7 @@ from appliance import extraction_cli, grounding_cli, model_cli, prescreen_cli, r
 from appliance.cli_support import load_script, settings_from
 from appliance.config import Settings
 from appliance.errors import ApplianceError, ScriptError
+from appliance.wording import safety_lines
 from common.locations import PRIVATE_UMASK
 
 
@@ -65,9 +66,29 @@ def cmd_ask(args) -> int:
     else:
         if result.model_notice:
             print(f"[{result.model_notice}]")
+        for entry in result.safety:  # every finding before the answer, whatever the model wrote
+            print("\n".join(safety_lines(entry)) + "\n")
         print(result.response)
         if result.disclaimer:
             print(f"\n{result.disclaimer}")
+    return safety_exit_code(result.safety, writes_enabled=args.approve_writes)
+
+
+# ``ask``'s exit codes for a turn with prescriptions (README "Using it"): a script can tell a
+# write that carried findings, and a prescription the safety check refused, from a clean one.
+EXIT_WRITTEN_WITH_FINDINGS = 3
+EXIT_REFUSED_BY_SAFETY = 4
+
+
+def safety_exit_code(entries: list[dict], *, writes_enabled: bool) -> int:
+    """With writes enabled: 4 when the safety check refused a prescription, 3 when one was
+    written with findings above info level, else 0 (without, nothing is written: 0)."""
+    if not writes_enabled:
+        return 0
+    if any(e["outcome"] == "rejected_by_user" and (e["blocking"] or e["not_checked"]) for e in entries):
+        return EXIT_REFUSED_BY_SAFETY
+    if any(e["written"] and any(f["severity"] != "info" for f in e["findings"]) for e in entries):
+        return EXIT_WRITTEN_WITH_FINDINGS
     return 0
 
 

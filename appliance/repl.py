@@ -19,25 +19,30 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 
 from appliance.agent.state import AgentState
 from appliance.config import Settings
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, TurnCancelled
+from appliance.trace_words import approval_parts, plain, trace_parts
 from appliance.tools.base import Approval, signed_by
-from appliance.wording import action_words
+from appliance.wording import action_words, safety_lines
 from common.operator import operator_name
 from common.patient_ids import is_patient_id
 from mcp_servers.contracts import TOOL_SERVERS
 
 HELP = """Type a question and press Enter.
-  /patient ID   make a patient current (their ID is passed with every question)
+  /patient ID   make a patient current (their ID is passed with every question); shows who and their allergies
+  /find NAME    search patients by name (one match becomes current)
   /patient      close the current patient
   /trace        show the last turn's reasoning trace
-  /quit         leave (Ctrl-D works too)
+  /quit         leave (Ctrl-D works too; Ctrl+C stops an answer, twice in a row leaves)
 A patient also becomes current when a search finds exactly one, or when you name their ID."""
 _KEEP = object()  # a turn that says nothing about the current patient
 
@@ -99,6 +104,28 @@ def turn_patient(state: AgentState):
     return _KEEP
 
 
+class Progress:
+    """One progress line on standard error while a turn runs (the node and the elapsed time),
+    rewritten in place on a terminal and cleared when the turn ends; nothing when standard error
+    is not a terminal (scripts read standard output only)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self.live = self.stream.isatty()
+
+    def event(self, event) -> None:
+        if self.live:
+            elapsed = time.monotonic() - self.started
+            self.stream.write(f"\r\033[K  {event.label}... {elapsed:.0f} s")
+            self.stream.flush()
+
+    def done(self) -> None:
+        if self.live:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
 def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, safety=None,
                  author: str | None = None) -> Approval:
     print(f"\nThe assistant proposes a change to the record: {action_words(tool, args)}")
@@ -147,37 +174,53 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
     print(f"Ready ({settings.model}). {HELP}\n", flush=True)
     if agent.model_notice:
         print(f"*** {agent.model_notice.upper()} ***\n", flush=True)
-    if patient_id is not None:
-        _set_patient(current, patient_id)
     history: list[tuple[str, str]] = []
     last = None
-    with tools:
+    interrupts = Interrupts()
+    with tools, interrupts.installed():
+        if patient_id is not None:
+            _set_patient(current, patient_id, tools)
         while True:
             try:
                 line = input(f"[{current.label()}] > ").strip()
             except EOFError:
                 print()
                 return 0
+            except KeyboardInterrupt:
+                if interrupts.at_prompt():
+                    print()
+                    return 130
+                print("\n(Ctrl+C again to leave, or /quit)")
+                continue
+            interrupts.reset()
             if not line:
                 continue
             if line in ("/quit", "/exit"):
                 return 0
-            if line == "/patient" or line.startswith("/patient "):
-                _set_patient(current, line[len("/patient"):].strip() or None)
+            if line.startswith("/"):
+                if not _command(line, current, tools, last):
+                    print(f"Unknown command {line.split()[0]}.\n{HELP}")
                 continue
-            if line == "/trace":
-                for event in last.trace if last else []:
-                    print(json.dumps(event.to_dict(), default=str))
-                continue
+            progress = Progress()
+            cancel = interrupts.turn_started()
             try:
-                last = agent.run_turn(
-                    line, history=history, patient_id=current.patient_id,
-                    on_token=lambda piece: print(piece, end="", flush=True), cancel=threading.Event(),
-                )
+                # The answer is printed once checked (synthesize's guards), never streamed unchecked.
+                last = agent.run_turn(line, history=history, patient_id=current.patient_id,
+                                      on_event=progress.event, cancel=cancel)
+            except TurnCancelled:
+                progress.done()
+                print("[answer stopped: nothing more was done; the session goes on]\n")
+                continue
             except ApplianceError as exc:
+                progress.done()
                 print(f"\n[problem] {exc}", file=sys.stderr)
                 continue
-            print()
+            finally:
+                interrupts.turn_ended()
+            progress.done()
+            for entry in last.safety:  # the gate's findings first, whatever the answer says
+                print("\n".join(safety_lines(entry)))
+            print(last.response)
             if last.disclaimer:
                 print(last.disclaimer)
             if last.model_notice:
@@ -189,9 +232,135 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
             history += [("user", line), ("assistant", last.response)]
 
 
-def _set_patient(current: CurrentPatient, patient_id: str | None) -> None:
+class Interrupts:
+    """Ctrl+C in the line session: during a turn the first press stops the answer (the turn's
+    cancel flag) and the session goes on, a second press in the same turn leaves; at the prompt
+    the first press says how to leave and a second in a row leaves (exit 130)."""
+
+    def __init__(self):
+        self.cancel: threading.Event | None = None
+        self.pressed_at_prompt = False
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _handler(self, signum, frame) -> None:
+        if self.cancel is not None and not self.cancel.is_set():
+            self.cancel.set()
+            print("\n[stopping the answer: Ctrl+C again to leave the session]", file=sys.stderr, flush=True)
+            return
+        raise KeyboardInterrupt
+
+    def turn_started(self) -> threading.Event:
+        self.cancel = threading.Event()
+        return self.cancel
+
+    def turn_ended(self) -> None:
+        self.cancel = None
+
+    def at_prompt(self) -> bool:
+        """A press at the prompt; True when it is the second in a row (leave)."""
+        second, self.pressed_at_prompt = self.pressed_at_prompt, True
+        return second
+
+    def reset(self) -> None:
+        self.pressed_at_prompt = False
+
+
+def _command(line: str, current: CurrentPatient, tools, last) -> bool:
+    """Run a slash command; False when there is no such command."""
+    name, _, rest = line.partition(" ")
+    rest = rest.strip()
+    if name == "/patient":
+        _set_patient(current, rest or None, tools)
+    elif name == "/find":
+        _find(rest, current, tools)
+    elif name == "/trace":
+        if last is None:
+            print("No turn yet.")
+        for event in last.trace if last else []:
+            waited = approval_parts(event)
+            if waited:
+                print("  " + plain(waited))
+            print("  " + plain(trace_parts(event)))
+    elif name == "/help":
+        print(HELP)
+    else:
+        return False
+    return True
+
+
+LOOKUP_SECONDS = 20.0
+
+
+def _find(name: str, current: CurrentPatient, tools) -> None:
+    """``/find NAME``: the patients matching, with birth dates and IDs; one match becomes current."""
+    if not name:
+        print("Type /find and a name, e.g. /find Emily Johnson.")
+        return
+    outcome = tools.call("search_patient", {"name": name}, LOOKUP_SECONDS)
+    if not outcome.ok:
+        print(f"The search could not be done ({(outcome.error_type or 'error').replace('_', ' ')}).")
+        return
+    matches = (outcome.result or {}).get("matches") or []
+    current.names.update({m["patient_id"]: m["name"] for m in matches if m.get("patient_id") and m.get("name")})
+    if not matches:
+        print(f"No patient matches '{name}'.")
+        return
+    if len(matches) == 1:
+        _set_patient(current, matches[0]["patient_id"], tools)
+        return
+    print(f"{len(matches)} patients match '{name}':")
+    for m in matches:
+        print(f"  - {m.get('name')}, born {m.get('birth_date') or 'unknown'}, ID {m.get('patient_id')}")
+    print("Make one current with /patient ID.")
+
+
+def _set_patient(current: CurrentPatient, patient_id: str | None, tools=None) -> None:
+    """``/patient ID``: the chart's identity and allergies confirm the right patient before it
+    becomes current; an ID the record does not hold is said and changes nothing."""
     if patient_id is not None and not is_patient_id(patient_id):
         print(f"'{patient_id}' is not a patient ID (letters, digits, '-' and '.', up to 64 characters).")
         return
+    confirm = None
+    if patient_id is not None and tools is not None:
+        outcome = tools.call("get_patient_chart", {"patient_id": patient_id}, LOOKUP_SECONDS)
+        if not outcome.ok and outcome.error_type == "patient_not_found":
+            print(f"The record holds no patient {patient_id}; the current patient is unchanged.")
+            return
+        if outcome.ok and isinstance(outcome.result, dict):
+            confirm = identity_lines(outcome.result)
+            name = (outcome.result.get("patient") or {}).get("name")
+            if name:
+                current.names[patient_id] = name
+        else:
+            confirm = ["(the chart could not be read to confirm who this is: check the name before you act)"]
     unchanged = f"Current patient: {current.label()}." if current.patient_id else "No current patient."
     print(current.switch(patient_id) or unchanged)
+    for text in confirm or []:
+        print(f"  {text}")
+
+
+def identity_lines(chart: dict) -> list[str]:
+    """Who the chart is (name, birth date, sex) and their allergies, as the banner shows them."""
+    p = chart.get("patient") or {}
+    who = ", ".join(str(v) for v in (p.get("name"), f"born {p['birth_date']}" if p.get("birth_date") else None,
+                                     p.get("sex")) if v)
+    allergies = chart.get("allergies")
+    if not isinstance(allergies, list):
+        said = "Allergies: not read"
+    elif not allergies:
+        said = "Allergies: none recorded"
+    else:
+        said = "Allergies: " + "; ".join(
+            f"{a.get('substance')}" + (f" ({a.get('reaction')}; {a.get('severity')})" if a.get("reaction") else "")
+            for a in allergies)
+    return [who, said]

@@ -3,28 +3,40 @@ HTTP, one command) and ``appliance --host URL`` (a terminal that uses them).
 
 Invariants:
 - The servers listen on consecutive ports from ``--port``: ``ehr`` on P, ``umls`` on P+1,
-  ``knowledge`` on P+2, each at ``/mcp``, and the model (llama.cpp's ``llama-server``,
-  ``models.llama_server``) on P+3; ``host_urls`` makes the same URLs from the one URL a
-  terminal is given, so the two sides cannot disagree.
-- The model server asks for the same terminal tokens as the MCP servers: its key file holds
-  each terminal's token sha256 (``mcp_servers.access.token_digest``), written privately at
-  start, so a terminal revoked while the host runs keeps the model until the host restarts
-  (the record refuses it at once). Without tokens (loopback only) it asks for no key. It uses
-  the operator's certificate too, or refuses to start when its build has no TLS.
-- ``serve`` checks the address policy (``mcp_servers.access.http_policy``: no address off
-  loopback without terminal tokens) once, before starting anything, brings the data home up to
-  date (``appliance init``, no model), and then runs each server as its own process on it; it stops them all when it is stopped (Ctrl+C,
-  SIGTERM) or when one of them exits, and its exit code says which.
-- The model file is the profile's (``APPLIANCE_MODEL``, ``appliance model install``),
-  verified like any other start before llama-server opens it.
-"""
-
+  ``knowledge`` on P+2, each at ``/mcp``, and the model on P+3; ``host_urls`` makes the same
+  URLs from the one URL a terminal is given, so the two sides cannot disagree.
+- The model on P+3 is ``appliance.model_gate``: it checks every request's key against the
+  terminals file (revocation is immediate; nothing stored is a usable key) and passes it to
+  llama.cpp's ``llama-server`` (``models.llama_server``), which listens only on a Unix socket
+  in a private temporary folder and asks for a key made for this run. Without tokens
+  (loopback only) the gate asks for no key. The gate speaks HTTPS with the operator's
+  certificate, so llama-server needs no TLS build.
+- The host's EHR server runs the medication safety gate on every prescription
+  (``mcp_servers.ehr.set_prescription_check``, filled by ``host_prescription_check``): the
+  chart from the record, the drug data from the host's knowledge database; a blocking report
+  is refused unless the approval overrides it with a reason, and the host's report is what the
+  write's audit row keeps.
+- ``serve`` checks everything an operator can get wrong before announcing or starting
+  anything: the address policy (``mcp_servers.access.http_policy``: no address off loopback
+  without terminal tokens), a readable tokens file (an older one is rewritten without usable
+  keys), a certificate and key that belong together, the model file (verified, and its own
+  metadata matching the profile). Each is one line, exit 2. It then brings the data home up to
+  date (``appliance init``, no model) and runs each server as its own process; it stops them
+  all when it is stopped (Ctrl+C, SIGTERM) or when one of them exits, and its exit code says
+  which.
 from __future__ import annotations
 
+import inspect
+import json
+import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -48,67 +60,164 @@ def host_urls(url: str) -> dict[str, str]:
     return urls
 
 
-def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, slots: int,
-                         terminals: list | None) -> list[str]:
-    """llama-server's command line for this host, its key file written (0600) when terminals
-    must authenticate; ``ApplianceError`` when it cannot be started."""
+@dataclass(frozen=True)
+class ModelServer:
+    """llama-server's command line and environment, and the gate's, for one host run."""
+
+    llama_argv: list[str]
+    gate_argv: list[str]
+    env: dict[str, str]  # the run's upstream key, for both
+    folder: Path  # the private folder of llama-server's socket (removed when the host stops)
+
+
+def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, slots: int) -> ModelServer:
+    """llama-server on a private socket behind ``appliance.model_gate`` on ``bind:port``;
+    ``ApplianceError`` when it cannot be started."""
     from appliance.config import Settings
+    from appliance.model_gate import UPSTREAM_KEY_ENV
     from appliance.runtime import model_files
-    from common.locations import PRIVATE_FILE_MODE, data_home
     from models import llama_server
+    from models.gguf_info import ModelIdentityError, check_identity
     from models.verify import verify_model_file
 
     binary = llama_server.locate()
     if binary is None:
         raise ApplianceError("llama-server is not built here: run ./build.sh (it builds llama.cpp's server), or set "
                              "APPLIANCE_LLAMA_SERVER to one")
-    if tls and not llama_server.has_tls(binary):
-        raise ApplianceError("this llama-server was built without TLS (OpenSSL's headers were missing): install "
-                             "libssl-dev and run ./build.sh again, or serve without --tls-cert on loopback")
     if not 1 <= slots <= 16:
         raise ApplianceError("--slots takes 1 to 16 requests decoded side by side")
     settings = Settings()
     files = model_files(settings)
     verify_model_file(files.path, files.sha256, hint="`appliance model install PATH` places a model file")
-    key_file = None
-    if terminals:
-        key_file = data_home() / "model-server.keys"
-        key_file.touch(mode=PRIVATE_FILE_MODE, exist_ok=True)
-        key_file.write_text("".join(f"{t.token_sha256}\n" for t in terminals), encoding="utf-8")
-    return llama_server.command(binary, llama_server.ServerSettings(
-        model=files.path, alias=files.profile.name, host=bind, port=port, n_ctx=files.profile.n_ctx, slots=slots,
-        threads=settings.n_threads, key_file=key_file, tls=tls))
+    try:
+        check_identity(files.path, files.profile)
+    except ModelIdentityError as exc:
+        raise ApplianceError(str(exc)) from None
+    folder = Path(tempfile.mkdtemp(prefix="appliance-model-"))  # 0700; short, for the socket path limit
+    socket_path = folder / "llama.sock"
+    llama_argv = llama_server.command(binary, llama_server.ServerSettings(
+        model=files.path, alias=files.profile.name, host=str(socket_path), port=port, n_ctx=files.profile.n_ctx,
+        slots=slots, threads=settings.n_threads))
+    key = secrets.token_urlsafe(32)
+    gate_argv = [sys.executable, "-m", "appliance.model_gate", "--bind", bind, "--port", str(port),
+                 "--socket", str(socket_path)]
+    if tls:
+        gate_argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+    return ModelServer(llama_argv, gate_argv, {llama_server.API_KEY_ENV: key, UPSTREAM_KEY_ENV: key}, folder)
+
+
+# The safety entry's share of the record's bound on an approval (as the agent's write_audit).
+SAFETY_AUDIT_CHARS = 20_000 - 4_000
+
+
+def _fit(entry: dict) -> dict:
+    """A report's audit entry within ``SAFETY_AUDIT_CHARS`` of JSON: evidence dropped first,
+    then the least severe findings (the entry lists the most severe first)."""
+    def size(value):
+        return len(json.dumps(value, sort_keys=True, default=str))
+
+    if size(entry) <= SAFETY_AUDIT_CHARS:
+        return entry
+    findings = [{k: v for k, v in f.items() if k != "evidence"} for f in entry.get("findings") or []]
+    fitted = {**entry, "findings": findings, "evidence_omitted": True}
+    while findings and size(fitted) > SAFETY_AUDIT_CHARS:
+        findings.pop()
+        fitted["findings_omitted"] = len(entry["findings"]) - len(findings)
+    return fitted
+
+
+def host_prescription_check(knowledge_db: Path):
+    """The host's safety gate for ``mcp_servers.ehr.set_prescription_check``: the public
+    ``appliance.safety`` API over the host's knowledge database (a fresh read-only connection
+    per prescription: the server calls tools from several threads)."""
+    from appliance.safety import StoreKnowledge, check_prescription, override_reason
+    from mcp_servers.ehr import PrescriptionRefused
+
+    accepts = inspect.signature(check_prescription).parameters
+
+    def check(prescription: dict, chart: dict, approval: dict | None) -> dict:
+        drug = prescription["medication_name"]
+        sent = approval or {}
+        reason = override_reason((sent.get("safety") or {}).get("override_reason")) \
+            if sent.get("decision") == "override" else None
+        extra = {k: prescription[k] for k in ("dosage", "frequency") if k in accepts}
+        knowledge = StoreKnowledge(knowledge_db)
+        try:
+            audit = _fit(check_prescription(drug, chart, knowledge, **extra).to_audit(reason))
+        except Exception as exc:  # noqa: BLE001 - a gate that cannot run never passes a prescription as checked
+            audit = {"not_run": True, "error": type(exc).__name__, "override_reason": reason}
+            if reason is None:
+                raise PrescriptionRefused(f"Prescription of '{drug}' refused: the clinic host's medication safety "
+                                          "check could not run; approve it with an override and a reason, or try "
+                                          "again", {**audit, "override_reason": None}) from None
+            return {"decision": "override", "safety": audit}
+        finally:
+            knowledge.close()
+        if not audit["blocking"]:
+            return {"decision": "approval", "safety": {**audit, "override_reason": None}}
+        if reason is None:
+            high = "; ".join(str(f.get("text", "")).rstrip(". ") for f in audit["findings"]
+                             if f.get("severity") == "high")
+            raise PrescriptionRefused(f"Prescription of '{drug}' refused by the clinic host: unresolved "
+                                      f"high-severity safety finding(s): {high}. It needs an override with a reason "
+                                      "(the reason is audited)", audit)
+        return {"decision": "override", "safety": audit}
+
+    return check
+
+
+def _check_tls(tls: tuple[Path, Path] | None) -> None:
+    from mcp_servers._serve import tls_problem
+
+    problem = tls_problem(*tls) if tls else None
+    if problem:
+        raise ApplianceError(problem)
 
 
 def serve(bind: str, port: int, tls: tuple[Path, Path] | None = None, *, slots: int = 4, model: bool = True) -> int:
-    from mcp_servers.access import AccessError, http_policy, read_terminals
+    from mcp_servers.access import AccessError, http_policy, upgrade_terminals
 
     if not 1 <= port <= 65535 - MODEL_PORT_OFFSET:
         raise ApplianceError(f"--port must leave room for four ports (1-{65535 - MODEL_PORT_OFFSET})")
     try:
         http_policy(bind)
-        terminals = read_terminals()
+        upgrade_terminals()
     except AccessError as exc:
         raise ApplianceError(str(exc)) from None
-    model_argv = model_server_command(bind, port + MODEL_PORT_OFFSET, tls, slots, terminals) if model else None
+    _check_tls(tls)
+    model_server = model_server_command(bind, port + MODEL_PORT_OFFSET, tls, slots) if model else None
+    try:
+        return _run(bind, port, tls, model_server)
+    finally:
+        if model_server is not None:
+            shutil.rmtree(model_server.folder, ignore_errors=True)
+
+
+def _run(bind: str, port: int, tls: tuple[Path, Path] | None, model_server: ModelServer | None) -> int:
     from appliance.init import init_home
 
     init_home(progress=lambda _m: None, with_model=False)  # idempotent: the host holds the record
     extra = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
-    procs = {name: subprocess.Popen([sys.executable, "-m", f"mcp_servers.{name}", "--http", f"{bind}:{port + i}",
-                                     *extra], cwd=PROJECT_ROOT)
-             for i, name in enumerate(SERVERS)}
-    if model_argv is not None:  # its log at verbosity 1: start-up and errors, never a request's text
+    procs = {}
+    for i, name in enumerate(SERVERS):  # the record through this module: it runs the safety gate
+        module = ["appliance.serve", "ehr"] if name == "ehr" else [f"mcp_servers.{name}"]
+        procs[name] = subprocess.Popen([sys.executable, "-m", *module, "--http", f"{bind}:{port + i}", *extra],
+                                       cwd=PROJECT_ROOT)
+    if model_server is not None:  # its log at verbosity 1: start-up and errors, never a request's text
         from common.locations import PRIVATE_FILE_MODE, logs_dir
 
         logs_dir().mkdir(parents=True, exist_ok=True)
         log_path = logs_dir() / "model-server.log"
         log_path.touch(mode=PRIVATE_FILE_MODE, exist_ok=True)
+        env = {**os.environ, **model_server.env}
         with open(log_path, "ab") as log:
-            procs["model"] = subprocess.Popen(model_argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            procs["model"] = subprocess.Popen(model_server.llama_argv, stdin=subprocess.DEVNULL, stdout=log,
+                                              stderr=log, env=env)
+        procs["model gate"] = subprocess.Popen(model_server.gate_argv, cwd=PROJECT_ROOT, env=env)
     scheme = "https" if tls else "http"
-    last = port + (MODEL_PORT_OFFSET if model_argv else MODEL_PORT_OFFSET - 1)
-    what = "the model, record, UMLS and knowledge servers" if model_argv else "the record, UMLS and knowledge servers"
+    last = port + (MODEL_PORT_OFFSET if model_server else MODEL_PORT_OFFSET - 1)
+    what = "the model, record, UMLS and knowledge servers" if model_server else \
+        "the record, UMLS and knowledge servers"
     print(f"serving {what} on {bind}, ports {port}-{last}; on each terminal: "
           f"appliance --host {scheme}://{bind}:{port}  (Ctrl+C stops them)", flush=True)
     stopping = []
@@ -135,3 +244,18 @@ def serve(bind: str, port: int, tls: tuple[Path, Path] | None = None, *, slots: 
                 p.kill()
                 p.wait()
     return 0
+
+
+def _host_ehr(argv: list[str]) -> int:
+    """The host's EHR server: ``mcp_servers.ehr`` with the safety gate on prescriptions."""
+    from common.locations import knowledge_db_path
+    from mcp_servers import ehr
+
+    ehr.set_prescription_check(host_prescription_check(knowledge_db_path()))
+    return ehr.main(argv)
+
+
+if __name__ == "__main__":  # ``python -m appliance.serve ehr --http HOST:PORT``: run by ``serve``
+    if sys.argv[1:2] != ["ehr"]:
+        sys.exit("python -m appliance.serve ehr --http HOST:PORT (run by `appliance serve`)")
+    sys.exit(_host_ehr(sys.argv[2:]))

@@ -46,3 +46,25 @@ def action_words(tool: str, args: dict) -> str:
     if tool == "save_clinical_note":
         return f"Save a {words('note_type') or 'clinical'} note to the chart"
     return TOOL_LABELS.get(tool, tool)
+
+
+def safety_lines(entry: dict) -> list[str]:
+    """A prescription's safety check (``appliance.agent.graph.safety_reports``' entry) as the
+    lines ``ask`` and the line session print before the answer: what was ordered, whether it
+    was written, every finding most severe first, and what was not checked."""
+    order = " ".join(str(entry.get(k)) for k in ("drug", "dosage", "frequency") if entry.get(k))
+    patient = f" for {entry['patient_id']}" if entry.get("patient_id") else ""
+    if entry.get("written"):
+        state = "written, safety findings overridden" if entry.get("override_reason") else "written"
+    elif entry.get("outcome") == "rejected_by_user" and (entry.get("blocking") or entry.get("not_checked")):
+        state = "NOT WRITTEN: refused by the safety check"
+    else:
+        state = f"NOT WRITTEN ({str(entry.get('outcome') or 'not done').replace('_', ' ')})"
+    findings = [f for f in entry.get("findings") or [] if f.get("severity") != "info"]
+    tally = plural(len(findings), "finding") if findings else "no findings"
+    lines = [f"Medication safety check: {order}{patient}: {tally}; {state}."]
+    for f in entry.get("findings") or []:
+        lines.append(f"  {str(f.get('severity')).upper()} {str(f.get('kind')).replace('_', ' ')}: {f.get('text')}")
+    if entry.get("override_reason"):
+        lines.append(f"  Override reason recorded: {entry['override_reason']}")
+    return lines

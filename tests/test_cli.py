@@ -114,16 +114,20 @@ def test_a_headless_prescription_against_an_allergy_is_refused_unless_overridden
     monkeypatch.setattr("sys.stdin", io.StringIO("correct horse battery\n" * 2))
     script = _prescription_script(tmp_path, "amoxicillin", "pat-006")  # Emily Johnson: penicillin allergy
     question = "Prescribe amoxicillin 500 mg three times daily for pat-006"
-    assert main(["ask", question, "--script", str(script), "--approve-writes", "--json"]) == 0
+    assert main(["ask", question, "--script", str(script), "--approve-writes", "--json"]) == 4  # refused by safety
     out = json.loads(capsys.readouterr().out)
     assert out["tool_calls"][0]["error_type"] == "rejected_by_user"
     execute = [e for e in out["trace"] if e["node"] == "TOOL_EXECUTE"][0]
     assert execute["output"]["safety"]["blocking"] is True
+    (report,) = out["safety"]
+    assert report["written"] is False and report["blocking"] is True
+    assert (report["findings"][0]["severity"], report["findings"][0]["kind"]) == ("high", "allergy")
     assert _medications(appliance_home, "pat-006", "amoxicillin") == 0  # nothing written
     assert main(["ask", question, "--script", str(script), "--approve-writes",
-                 "--override-safety", "allergy was a rash in childhood, tolerated amoxicillin since", "--json"]) == 0
+                 "--override-safety", "allergy was a rash in childhood, tolerated amoxicillin since", "--json"]) == 3
     out = json.loads(capsys.readouterr().out)
     assert out["tool_calls"][0]["error_type"] is None
+    assert out["safety"][0]["written"] is True and out["safety"][0]["override_reason"]
     assert _medications(appliance_home, "pat-006", "amoxicillin") == 1
     # The refusal and the override are both on the record's audit log, and the chain verifies.
     assert main(["audit", "show", "--patient", "pat-006"]) == 0

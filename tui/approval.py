@@ -36,6 +36,7 @@ class ApprovalContext:
     allergies: list[str]
     author: str
     findings: list[str] | None = field(default=None)
+    not_checked: list[str] = field(default_factory=list)  # what the safety check could not check
 
 
 class ApprovalBridge:
@@ -87,7 +88,8 @@ class ApprovalBridge:
             known_chart = getattr(safety, "chart", None)  # the chart the gate read, if it ran
             context = self._describe(tool, dict(args), known_chart) if self._describe else None
             if context is not None and safety is not None:  # the agent's gate ran: its findings
-                context = replace(context, findings=safety.lines())
+                context = replace(context, findings=safety.lines(), not_checked=[
+                    f.text for f in safety.findings if f.kind in ("unknown_drug", "not_checked")])
         except Exception:  # noqa: BLE001 - the dialog still opens, saying what it could not read
             log.warning("the approval context could not be built", exc_info=True)
             context = None

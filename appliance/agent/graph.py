@@ -23,7 +23,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Callable
 
-from appliance.agent.drugs import DrugRecogniser
+from appliance.medication.names import DrugRecogniser
 from appliance.agent.nodes import (
     error_handler,
     input_assembly,
@@ -59,6 +59,34 @@ def used_patient_data(tool_calls: list[dict]) -> bool:
     return any(TOOL_SERVERS.get(c.get("tool")) == "ehr" and not c.get("error_type") for c in tool_calls)
 
 
+def safety_reports(results) -> list[dict]:
+    """Every prescription the turn put through the safety gate: what was checked, what was
+    found, what was not checked, and whether it was written (for ``ask``, its ``--json`` and
+    its exit code, and the line session). Findings keep kind, severity, text and source; their
+    chart evidence stays in the audit row and the trace."""
+    out = []
+    for r in results:
+        if r.safety is None:
+            continue
+        audit = r.safety
+        findings = [{k: f.get(k) for k in ("severity", "kind", "text", "source")} for f in audit.get("findings") or []]
+        not_checked = [f["text"] for f in findings if f["kind"] in ("unknown_drug", "not_checked")]
+        out.append({
+            "drug": audit.get("drug"),
+            "patient_id": r.args.get("patient_id"),
+            "dosage": r.args.get("dosage"),
+            "frequency": r.args.get("frequency"),
+            "written": r.error_type is None,
+            "outcome": r.error_type or "written",
+            "blocking": bool(audit.get("blocking")),
+            "override_reason": audit.get("override_reason"),
+            "findings": findings,
+            "not_checked": not_checked,
+            "checks_not_run": [c for c, ran in (audit.get("checked") or {}).items() if not ran],
+        })
+    return out
+
+
 @dataclass
 class TurnResult:
     response: str
@@ -75,10 +103,16 @@ class TurnResult:
     model_notice: str | None = None
     disclaimer: str | None = None
 
+    @property
+    def safety(self) -> list[dict]:
+        """The turn's prescriptions as the safety gate saw them (``safety_reports``)."""
+        return safety_reports(self.state.tool_results)
+
     def to_json(self) -> dict:
         return {
             "response": self.response,
             "kind": self.kind,
+            "safety": self.safety,
             "model_notice": self.model_notice,
             "disclaimer": self.disclaimer,
             "intent": self.intent,
@@ -227,7 +261,7 @@ def _classify_intent(turn: _Turn) -> Node:
 
 
 def _select_tool(turn: _Turn) -> Node:
-    update, output = tool_select.run(turn.state, turn.llm)
+    update, output = tool_select.run(turn.state, turn.llm, turn.agent.drugs)
     turn.state = turn.state.merge(update)
     turn.emit(output, tool=output.get("tool_name"), args=output.get("args"))
     return Node.DETERMINISTIC_ROUTER if turn.state.current_tool == "none" else Node.TOOL_EXECUTE
@@ -284,7 +318,8 @@ def _handle_error(turn: _Turn) -> Node:
 
 
 def _synthesize(turn: _Turn) -> None:
-    update, output = synthesize.run(turn.state, turn.llm, on_token=turn.on_token, cancel=turn.cancel)
+    update, output = synthesize.run(turn.state, turn.llm, on_token=turn.on_token, cancel=turn.cancel,
+                                    drugs=turn.agent.drugs)
     turn.state = turn.state.merge(update)
     turn.kind = output["kind"]
     turn.emit(output)

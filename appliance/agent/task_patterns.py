@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
 from appliance.agent.write_requests import ALLERGY, NOTE, PRESCRIBE, write_requests
 
@@ -153,6 +154,8 @@ def named_steps(query: str) -> tuple[Step, ...]:
     text = instruction_text(query)
     found = sorted((pos, i, step) for i, step in enumerate(READS) if (pos := step.position(text)) is not None)
     reads = tuple(step for _pos, _i, step in found)
+    if not reads and chart_topics(query):  # "any allergies?", "last HbA1c?": the chart answers the whole question
+        reads = (CHART,)
     if PRESCREEN in reads:  # the prescreen searches the trials itself
         reads = tuple(step for step in reads if step is not TRIALS)
     return reads + tuple(WRITES[tool] for tool in write_requests(query))

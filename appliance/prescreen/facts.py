@@ -9,6 +9,12 @@ Invariants:
   the record's own row id (``source``), so a clinician can find the row used.
 - The facts are the whole input the evaluator sees about the patient; they are shown with every
   result, so the clinician sees what was used.
+- Each fact keeps the chart row it was read from (``data``: the problem's onset and code, the
+  order's status and date, the result's value, unit and date) so code can decide criteria from
+  the record itself (``decide``), never from the shortened text.
+- ``complete`` names the lists the chart gave whole (problems, medications, allergies, labs,
+  vitals): only there does an absence count as absent. A list the chart did not give, or one
+  trimmed to fit, is not complete. The chart's problem list holds active problems only.
 - Trimming is by rule and never silent: a fact longer than ``MAX_FACT_CHARS`` is shortened
   (marked in its text); when the block exceeds ``MAX_BLOCK_CHARS``, vital signs and then labs
   are left out oldest first, then medications and problems beyond the most recent ones; every
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 MAX_FACT_CHARS = 220
 MAX_BLOCK_CHARS = 3500
@@ -33,6 +40,7 @@ class Fact:
     text: str
     date: str | None = None
     source: str | None = None  # the chart row's own id, where it has one
+    data: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)  # the chart row read
 
     def line(self) -> str:
         return f"{self.id} {self.text}"
@@ -51,6 +59,12 @@ class PatientFacts:
     trimmed: tuple[str, ...] = ()  # what was left out or shortened, and why
     synthetic_demo_record: bool = False
     problems: tuple[str, ...] = field(default=())  # the active problems' names, for the search
+    complete: frozenset[str] = frozenset()  # kinds whose list the chart gave whole (see the module docstring)
+    birth_date: str | None = None
+
+    def of_kind(self, kind: str) -> list[Fact]:
+        """The facts of one kind, the "none recorded" fact (id ending in 0) left out."""
+        return [f for f in self.facts if f.kind == kind and f.data is not None]
 
     def ids(self) -> frozenset[str]:
         return frozenset(f.id for f in self.facts)
@@ -104,8 +118,10 @@ def _raw_facts(chart: dict) -> list[Fact]:
     facts: list[Fact] = []
     age, born = patient.get("age"), patient.get("birth_date")
     age_text = f"Age: {age} years" if age is not None else "Age: not recorded"
-    facts.append(Fact("D1", "demographics", age_text + (f" (born {born})" if born else ""), _date(born)))
-    facts.append(Fact("D2", "demographics", f"Sex: {patient.get('sex') or 'not recorded'}"))
+    facts.append(Fact("D1", "demographics", age_text + (f" (born {born})" if born else ""), _date(born),
+                      data={"age": age, "birth_date": born}))
+    facts.append(Fact("D2", "demographics", f"Sex: {patient.get('sex') or 'not recorded'}",
+                      data={"sex": patient.get("sex")}))
     if patient.get("deceased_date"):
         facts.append(Fact("D3", "demographics", f"Deceased: {_date(patient['deceased_date'])}",
                           _date(patient["deceased_date"])))
@@ -117,7 +133,7 @@ def _raw_facts(chart: dict) -> list[Fact]:
             return
         for i, row in enumerate(rows, 1):
             facts.append(Fact(f"{prefix}{i}", kind, text_of(row), _date(row.get(date_key)),
-                              str(row[source_key]) if source_key and row.get(source_key) else None))
+                              str(row[source_key]) if source_key and row.get(source_key) else None, data=row))
 
     def problem(r: dict) -> str:
         text = f"Problem: {r.get('display')}"
@@ -190,8 +206,13 @@ def build_facts(chart: dict) -> PatientFacts:
         text, clipped = _clip(fact.text)
         if clipped:
             clipped_ids.append(fact.id)
-        facts.append(Fact(fact.id, fact.kind, text, fact.date, fact.source))
+        facts.append(Fact(fact.id, fact.kind, text, fact.date, fact.source, fact.data))
     kept, notes = _trim(facts)
+    kept_ids = {f.id for f in kept}
+    lists = {"problem": "active_problems", "medication": "medications", "allergy": "allergies", "lab": "labs",
+             "vital": "vitals"}
+    complete = frozenset(kind for kind, key in lists.items() if isinstance(chart.get(key), list)
+                         and all(f.id in kept_ids for f in raw if f.kind == kind))
     if clipped_ids:
         notes.insert(0, f"shortened to {MAX_FACT_CHARS} characters: {', '.join(clipped_ids)}")
     sex = str(patient.get("sex") or "").lower() or None
@@ -200,7 +221,8 @@ def build_facts(chart: dict) -> PatientFacts:
     return PatientFacts(
         patient_id=str(patient.get("patient_id") or ""), name=patient.get("name"), age=patient.get("age"),
         sex=sex, facts=tuple(kept), trimmed=tuple(notes),
-        synthetic_demo_record=bool(chart.get("synthetic_demo_record")), problems=problems,
+        synthetic_demo_record=bool(chart.get("synthetic_demo_record")), problems=problems, complete=complete,
+        birth_date=_date(patient.get("birth_date")),
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SEVERITIES = ("high", "moderate", "low", "info")
-KINDS = ("allergy", "cross_reactivity", "interaction", "duplicate", "pregnancy", "renal", "age",
+KINDS = ("allergy", "cross_reactivity", "interaction", "duplicate", "dose", "pregnancy", "renal", "age",
          "unknown_drug", "not_checked")
 # The checks a report records in ``checked``, in the order the formatted text names them.
 CHECKS = ("drug_data", "allergies", "interactions", "duplicates", "pregnancy", "renal", "age")

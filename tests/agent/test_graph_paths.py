@@ -74,15 +74,16 @@ def test_multi_tool_two_steps_passes_the_found_patient_id():
     result, model, toolbox = run(
         "Find patient Maria Garcia and check her chart",
         {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"},
-              {"tool_name": "get_patient_chart"}, {"patient_id": "pat-002"}],
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}],
          RC: [good(), good()], SY: ["Maria Garcia: hypertension, on lisinopril."]},
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"patient_id": "pat-002", "problems": ["Hypertension"]}}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, *TOOL_LOOP, SY]
-    assert [c[0] for c in toolbox.calls] == ["search_patient", "get_patient_chart"]
-    stage2_chart = [c for c in model.history if c.schema == "PatientChartArgs"][0]
-    assert "Patient ID found by the search: pat-002" in stage2_chart.messages[-1].content
+    assert toolbox.calls == [("search_patient", {"name": "Maria Garcia"}), ("get_patient_chart", {"patient_id": "pat-002"})]
+    # The one patient found is code's to pass on: the chart call is code's, no model is asked for it.
+    assert not [c for c in model.history if c.schema == "PatientChartArgs"]
+    chart_select = [e for e in result.trace if e.node == TS][1]
+    assert chart_select.output["by"] == "code" and chart_select.args == {"patient_id": "pat-002"}
     assert result.router[0]["next"] == TS and "get_patient_chart" in result.router[0]["reason"]
 
 
@@ -90,8 +91,7 @@ def test_multi_tool_three_steps():
     result, _, toolbox = run(
         "Find patient Maria Garcia, check her chart, and verify metformin safety",
         {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"},
-              {"tool_name": "get_patient_chart"}, {"patient_id": "pat-002"},
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"},  # the chart: code's call
               {"tool_name": "check_drug_safety"}, {"drug_name": "metformin"}],
          RC: [good(), good(), good()], SY: ["Summary."]},
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"problems": ["CKD"]}}],
@@ -171,9 +171,8 @@ def test_ask_user_on_three_matches_is_code_not_model():
 def test_ask_user_on_missing_patient_id():
     result, model, toolbox = run(
         "Prescribe metformin 500 mg twice daily",
-        {IC: [intent("prescribe_medication")],
-         TS: [{"tool_name": "prescribe_medication"},
-              {"patient_id": "pat-999", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+        {IC: [intent("prescribe_medication")],  # code reads the order; only the patient is the model's
+         TS: [{"patient_id": "pat-999", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
          RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
         approver=approve_all,
     )
@@ -190,11 +189,13 @@ def test_ask_user_on_missing_patient_id():
     ("Start something for abc-123: 500 mg twice daily", "medication name"),
 ])
 def test_a_write_value_the_clinician_did_not_give_is_asked_for_not_invented(query, unsaid):
-    # The grammar makes the model fill every field; code refuses values nobody said.
+    # The grammar makes the model fill every field; code refuses values nobody said. Where the
+    # order parser reads the drug, code chooses the tool and the model fills only the rest.
+    choose = [] if "metformin" in query else [{"tool_name": "prescribe_medication"}]
     result, model, toolbox = run(
         query,
         {IC: [intent("prescribe_medication")],
-         TS: [{"tool_name": "prescribe_medication"},
+         TS: [*choose,
               {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
          RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
         approver=approve_all,
@@ -224,8 +225,7 @@ def test_write_rejected_is_never_executed():
     result, _, toolbox = run(
         "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
-         TS: [{"tool_name": "prescribe_medication"},
-              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         TS: [],  # the order is read in full from the words: code's call, no model
          RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["The prescription was not written."]},
         approver=deny_all,
     )
@@ -240,8 +240,7 @@ def test_the_clinicians_reason_for_rejecting_reaches_synthesis():
     result, model, toolbox = run(
         "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
-         TS: [{"tool_name": "prescribe_medication"},
-              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         TS: [],  # the order is read in full from the words: code's call, no model
          RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["Not written."]},
         approver=lambda tool, args, safety=None: Approval(False, args, "wrong patient"),
     )
@@ -255,8 +254,7 @@ def test_write_approved_runs_once():
     result, _, toolbox = run(
         "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
-         TS: [{"tool_name": "prescribe_medication"},
-              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
+         TS: [],  # the order is read in full from the words: code's call, no model
          RC: [good()], SY: ["Metformin 500 mg twice daily was prescribed."]},
         {"prescribe_medication": [{"result": {"id": 41, "status": "active"}}]},
         approver=approve_all,
@@ -271,7 +269,8 @@ def test_step_limit_stops_the_loop():
     args = {"search_patient": {"name": "Maria Garcia"}, "get_patient_chart": {"patient_id": "pat-002"},
             "check_drug_safety": {"drug_name": "metformin"}, "search_medical_literature": {"query": "metformin"}}
     for tool in tools[:4]:
-        script[TS] += [{"tool_name": tool}, args[tool]]
+        if tool != "get_patient_chart":  # the chart of the one patient found is code's call
+            script[TS] += [{"tool_name": tool}, args[tool]]
     result, _, toolbox = run(
         "Find patient Maria Garcia, review her chart, check metformin safety, find studies and recruiting trials",
         script,
@@ -286,14 +285,14 @@ def test_no_upfront_plan_and_no_llm_sufficiency_or_ask_user_calls():
     result, model, _ = run(
         "Find patient Maria Garcia and check her chart",
         {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}, {"tool_name": "get_patient_chart"}, {"patient_id": "pat-002"}],
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}],  # then the chart: code's call
          RC: [good(), good()], SY: ["ok"]},
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"a": 1}}]},
     )
     schemas = [c.schema for c in model.history]
     assert set(schemas) <= {"IntentClassification", "ToolSelection", "NextToolSelection", "PatientSearchArgs",
                             "PatientChartArgs", "ResultAssessment", None}
-    assert schemas.count("ToolSelection") + schemas.count("NextToolSelection") == 2  # one tool at a time
+    assert schemas.count("ToolSelection") + schemas.count("NextToolSelection") == 1  # one tool at a time
 
 
 @pytest.mark.parametrize("raw,expected_absent", [

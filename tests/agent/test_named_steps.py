@@ -97,7 +97,7 @@ def test_a_request_naming_three_steps_runs_three_even_when_the_model_says_none()
         THREE_STEPS,
         {IC: [_intent("search_patient")],
          TS: [{"tool_name": "search_patient"}, {"name": "Omar Haddad"},
-              {"tool_name": "get_patient_chart"}, {"patient_id": "pat-311"},
+              # the chart of the one patient found is code's call (appliance.agent.orders.code_patient)
               {"tool_name": "none"},  # the model thinks it is done; the patterns say not
               {"tool_name": "check_drug_interactions"}, {"drug_names": ["clarithromycin", "atorvastatin"]}],
          RC: [GOOD] * 3, SY: ["Atorvastatin with clarithromycin is a major interaction."]},
@@ -113,8 +113,8 @@ def test_at_the_step_limit_the_answers_input_and_fallback_name_what_was_not_done
     tools = {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"a": 1}}],
              "check_drug_safety": [{"result": {"b": 2}}], "search_medical_literature": [{"result": {"c": 3}}]}
     script = {IC: [_intent("search_patient")],
-              TS: [{"tool_name": "search_patient"}, {"name": "Omar Haddad"}, {"tool_name": "get_patient_chart"},
-                   {"patient_id": "pat-311"}, {"tool_name": "check_drug_safety"}, {"drug_name": "atorvastatin"},
+              TS: [{"tool_name": "search_patient"}, {"name": "Omar Haddad"},  # the chart: code's call
+                   {"tool_name": "check_drug_safety"}, {"drug_name": "atorvastatin"},
                    {"tool_name": "search_medical_literature"}, {"query": "atorvastatin"}],
               RC: [GOOD] * 4, SY: [""]}  # an empty answer: the fallback must say it too
     result, model = _run(query, script, tools)
@@ -147,8 +147,9 @@ def test_dictated_write_values_are_still_the_clinicians_words_for_grounding():
     args = {"patient_id": "pat-311", "medication_name": "warfarin", "dosage": "5 mg", "frequency": "once daily", "notes": None}
     result, _ = _run(
         query,
-        {IC: [_intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
+        {IC: [_intent("prescribe_medication")], TS: [],  # the order parser reads the quoted words: code's call
          RC: [GOOD], SY: ["Warfarin 5 mg once daily was prescribed."]},
         {"prescribe_medication": [{"result": {"id": 3, "status": "active"}}]}, approver=approve_all,
     )
     assert result.tool_calls[0]["error_type"] is None  # grounded in the quoted words, approved, written
+    assert result.tool_calls[0]["args"] == args

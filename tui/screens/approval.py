@@ -92,6 +92,22 @@ class ApprovalScreen(ModalScreen[Approval | None]):
             return "why approve past the HIGH finding, or reject"
         return "optional, recorded with a rejection"
 
+    def _headline(self) -> Text | None:
+        """The dialog's first lines: every HIGH finding, then what the safety check did not
+        check; None when there is neither."""
+        ctx = self.context
+        high = [line for line in (ctx.findings or []) if line.startswith("HIGH ")] if ctx else []
+        unchecked = ctx.not_checked if ctx else []
+        if not high and not unchecked:
+            return None
+        text = Text()
+        for line in high:
+            text.append(f"{line}\n", style="bold red")
+        if unchecked:
+            text.append("Not checked: " + "; ".join(unchecked), style="bold yellow")
+        text.rstrip()
+        return text
+
     def _findings_block(self) -> Text:
         findings = self.context.findings if self.context else None
         text = Text("Safety checks: ", style="bold")
@@ -108,6 +124,9 @@ class ApprovalScreen(ModalScreen[Approval | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="approval-dialog") as dialog:
             dialog.border_title = f"Approve a change to the record: {TOOL_LABELS[self.tool]}"
+            headline = self._headline() if self.tool == "prescribe_medication" else None
+            if headline is not None:
+                yield Static(headline, id="approval-headline")
             yield Static(Text(action_words(self.tool, self.original), style="bold"), id="approval-action")
             yield Static(self._patient_block(), id="approval-patient")
             if self.tool == "prescribe_medication":

@@ -5,6 +5,7 @@ It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments
 
 from __future__ import annotations
 
+from appliance.agent.chart_answers import chart_topics
 from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, token_budget
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node
@@ -51,4 +52,17 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         # Code overrules the model: a request to change the record is never answered with prose alone.
         update.update(intent="TOOL_NEEDED", suggested_tool=requested[0])
         output["overruled"] = f"the clinician asked to change the record ({requested[0]}): TOOL_NEEDED"
+    elif out.intent == "DIRECT" and chart_topics(state.user_query) and (
+            state.selected_patient_id or state.extracted_entities.patient_ids):
+        # Code overrules the model: a question about this patient's chart is answered from the chart.
+        update.update(intent="TOOL_NEEDED", suggested_tool="get_patient_chart")
+        output["overruled"] = "the clinician asked about the patient's chart: TOOL_NEEDED"
+    elif requested and out.suggested_tool != requested[0]:
+        # The label follows the request code read: a prescription is never "Allergy Documentation".
+        update["suggested_tool"] = requested[0]
+        output["overruled"] = f"the clinician asked to change the record ({requested[0]})"
+    if (update["intent"], update["suggested_tool"]) != (out.intent, out.suggested_tool):
+        # The trace shows the route taken; what the model said stays in the details.
+        output["model_said"] = {"intent": out.intent, "suggested_tool": out.suggested_tool}
+        output.update(intent=update["intent"], suggested_tool=update["suggested_tool"])
     return update, output

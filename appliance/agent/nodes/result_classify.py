@@ -1,4 +1,8 @@
-"""Node 5, RESULT_CLASSIFY (LLM, T=0.0): what happened, never what to do next (docs/design.md §4.5)."""
+"""Node 5, RESULT_CLASSIFY (LLM, T=0.0): what happened, never what to do next (docs/design.md §4.5).
+
+Code labels a failed call itself: the error type says whether it was temporary or permanent, so
+the trace never reads "found results" after an error (the model's label stays in the details).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,10 @@ SYSTEM_PROMPT = """You assess one result returned to a clinical assistant. Class
 Then summarise what was returned in one or two sentences. Answer with JSON only."""
 
 
+# Failures a retry may cure; every other error type is permanent for this request.
+TEMPORARY_ERRORS = frozenset({"timeout", "rate_limit", "server_error", "service_unavailable", "invalid_response"})
+
+
 def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
     last = state.last_tool_result
     user = (
@@ -33,4 +41,10 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
     )
     update = {"last_result_classification": out.quality, "last_result_summary": out.brief_summary}
-    return update, out.model_dump()
+    output = out.model_dump()
+    if last.error_type is not None:
+        quality = "error_retryable" if last.error_type in TEMPORARY_ERRORS else "error_fatal"
+        if quality != out.quality:
+            update["last_result_classification"] = quality
+            output.update(quality=quality, model_said=out.quality)
+    return update, output

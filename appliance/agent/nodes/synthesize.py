@@ -16,20 +16,29 @@ Invariants:
 - A drug the database does not hold keeps the server's caveat word for word: an answer that
   drops it gets code's message about those drugs appended (``dropped_caveats``).
 - An answer cut by the token limit ends at its last whole sentence, and the trace says so.
+- The fact guard (``appliance.agent.fact_guard``): an answer that names a drug, allergen,
+  condition, value or patient ID that neither the turn's sources nor the clinician's words hold
+  is not shown as the answer. The clinician reads one line saying the wording was withheld and
+  why, then the facts rendered by code (the chart's sections asked about, or the pre-formatted
+  findings); the trace says what was unsupported (``withheld``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
+from appliance.agent import chart_answers
+from appliance.agent.fact_guard import sources_text, unsupported_facts
 from appliance.agent.nodes.common import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
-from appliance.agent.nodes.tool_execute import not_in_database_message
+from appliance.agent.nodes.tool_execute import clinician_text, not_in_database_message
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel, TokenCallback
+from appliance.medication.names import DrugRecogniser
 from appliance.agent.write_requests import NOT_CHANGED, write_requests
-from mcp_servers.contracts import NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, WRITE_TOOLS
+from mcp_servers.contracts import NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, TOOL_SERVERS, WRITE_TOOLS
 
 TEMPERATURE = 0.5
 MAX_TOKENS = 256
@@ -150,12 +159,20 @@ def run(
     model: LanguageModel,
     on_token: TokenCallback | None = None,
     cancel: threading.Event | None = None,
+    drugs: DrugRecogniser | None = None,
 ) -> tuple[dict, dict]:
+    """``drugs`` (the turn's recogniser) turns the fact guard on (every agent turn passes it)."""
     if state.clarification_request:  # the request is still being worked out with the clinician
         if on_token:
             on_token(state.clarification_request)
         update = {"final_response": state.clarification_request}
         return update, {"kind": "clarification", "model_call": False}
+    code_answer = chart_answer(state)
+    if code_answer is not None:  # the chart's facts need no language: code writes them, no model call
+        if on_token:
+            on_token(code_answer)
+        return {"final_response": code_answer}, {"kind": "answer", "model_call": False, "by": "code",
+                                                 "characters": len(code_answer)}
     unchanged = record_unchanged(state)
     messages = conversation(SYSTEM_PROMPT, user_message(state), state.conversation_history,
                             results=shortenable(state.tool_results))
@@ -173,15 +190,70 @@ def run(
     if cut:
         answer = whole_sentences(answer)
     problem = answer_problem(answer, state)
+    withheld = unsupported_in(answer, state, drugs) if drugs is not None and not problem else []
     if problem:
         answer = scrub_internal_names(fallback_answer(state))
+    elif withheld:
+        answer = scrub_internal_names(withheld_answer(state, withheld))
     if unchanged and not _SAYS_UNCHANGED.search(answer):
         answer = f"{answer}\n\n{NOT_CHANGED}"
     for message in dropped_caveats(answer, state):
         answer = f"{answer}\n\n{message}"
     output = {"kind": "answer", "fallback_used": problem is not None, "fallback_reason": problem,
+              "withheld": [u.words() for u in withheld],
               "characters": len(answer), "cut_at_token_limit": cut, "record_unchanged_said": unchanged}
     return {"final_response": answer}, output
+
+
+def chart_answer(state: AgentState) -> str | None:
+    """Code's answer to a question about named sections of the chart ("any allergies?", "last
+    HbA1c?") when the chart was read this turn and nothing else was asked; None otherwise (a
+    summary, or a question that also needed another source, is written by the model)."""
+    topics = chart_answers.chart_topics(state.user_query)
+    if not topics or topics == chart_answers.ORDER:
+        return None
+    done = [r for r in state.tool_results if r.error_type is None]
+    if not done or any(r.tool_name != "get_patient_chart" for r in done) or not isinstance(done[-1].result, dict):
+        return None
+    if steps_not_done(state):
+        return None
+    return chart_answers.render(done[-1].result, topics, state.user_query)
+
+
+def patient_data_read(state: AgentState) -> bool:
+    """The turn read the record (a successful call to the EHR) or answers a chart question."""
+    return bool(chart_answers.chart_topics(state.user_query)) or any(
+        TOOL_SERVERS.get(r.tool_name) == "ehr" and r.error_type is None for r in state.tool_results)
+
+
+def unsupported_in(answer: str, state: AgentState, drugs: DrugRecogniser):
+    """The facts the answer names that the turn's sources and the clinician's words do not hold."""
+    texts = [clinician_text(state), state.selected_patient_id or ""]
+    for r in state.tool_results:
+        texts += [r.formatted_result or "", r.error or ""]
+    if state.image_findings:
+        texts.append(json.dumps(state.image_findings, default=str))
+    sources = sources_text(texts, [r.result for r in state.tool_results])
+    return unsupported_facts(answer, sources, drugs, patient_data=patient_data_read(state))
+
+
+WITHHELD = ("The assistant's wording was withheld: it named {facts}, which neither the sources it read nor your "
+            "question contain. What the sources hold:")
+
+
+def withheld_answer(state: AgentState, unsupported) -> str:
+    """Code's answer in place of a withheld one: the line saying why, then the chart's sections
+    the question asked about (rendered by code) or the pre-formatted findings."""
+    head = WITHHELD.format(facts=", ".join(u.words() for u in unsupported[:4]))
+    charts = [r.result for r in state.tool_results
+              if r.tool_name == "get_patient_chart" and r.error_type is None and isinstance(r.result, dict)]
+    if charts:
+        topics = chart_answers.chart_topics(state.user_query) or chart_answers.ORDER
+        body = chart_answers.render(charts[-1], topics, state.user_query)
+        rest = [r.formatted_result for r in state.tool_results
+                if r.error_type is None and r.tool_name != "get_patient_chart"] + unavailable_messages(state)
+        return "\n\n".join([head, body, *rest])
+    return f"{head}\n\n{fallback_answer(state)}"
 
 
 def dropped_caveats(answer: str, state: AgentState) -> list[str]:

@@ -26,7 +26,7 @@ Invariants:
   answers, and the clinician did not type (``COPIED_RUN`` words in a row): instructions hidden
   in a chart, a label or an abstract never reach the approval dialog as the clinician's words,
   and the clinician is asked instead. The drug of a prescription must also be a drug
-  name the recogniser knows (``appliance.agent.drugs``: bundled dictionary, overlay, the
+  name the recogniser knows (``appliance.medication.names``: bundled dictionary, overlay, the
   servers' vocabularies): a word such as "mild" the clinician said is asked about, not
   prescribed. The record refuses a drug that is the patient's own name (``ehr_db``).
 - Results carry clinical labels; errors become pre-formatted clinician-safe text before any

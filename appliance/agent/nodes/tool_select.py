@@ -9,6 +9,13 @@
 Retries are code's decision: ``retry_same`` reuses the last call without any model call;
 ``retry_different_args`` keeps the tool and re-extracts arguments knowing what failed.
 On re-entry after a successful step the model may answer "none"; the router checks it.
+
+Code owns what code can read (``appliance.agent.orders``): when the next step the request names
+is the chart of the patient code settled on, or a prescription whose drug, dose and frequency
+the order parser reads from the clinician's words, code makes the call and no model is asked;
+where the parser found only part of an order, the model's arguments fill the rest and code's
+values replace the model's. Every call's patient is code's
+(``orders.code_patient``) whenever code has one, so a model-made ID ("006") never reaches a tool.
 """
 
 from __future__ import annotations
@@ -17,9 +24,13 @@ import json
 
 from appliance.agent.dictation import instruction_text
 from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable, token_budget
+from appliance.agent.nodes.router import steps_not_done
+from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
+from appliance.agent.write_requests import PRESCRIBE
 from appliance.llm.base import LanguageModel
+from appliance.medication.names import DrugRecogniser
 from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS
 
 TEMPERATURE = 0.0
@@ -106,19 +117,66 @@ def _stage2(state: AgentState, model: LanguageModel, tool: str, failure: str | N
     return out.model_dump()
 
 
-def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+def _owned(state: AgentState, tool: str, args: dict, drugs: DrugRecogniser | None) -> dict:
+    """The model's arguments with code's values in their place: the patient code settled on,
+    and for a prescription what the order parser read from the clinician's words."""
+    args = dict(args)
+    patient = code_patient(state)
+    if patient and "patient_id" in ARG_SCHEMAS[tool].model_fields:
+        args["patient_id"] = patient
+    if tool == PRESCRIBE and drugs is not None:
+        read = prescription_from_words(state, drugs)
+        if read is not None:
+            args.update(read[0])
+    return args
+
+
+def _code_call(state: AgentState, drugs: DrugRecogniser | None) -> tuple[str, dict, bool, str] | None:
+    """(tool, arguments, complete, why) when code can make the next call the request names:
+    the chart of the patient code settled on, or a prescription whose drug the order parser
+    reads (complete when dose and frequency are read too). None: the model chooses."""
+    pending = steps_not_done(state)
+    if not pending:
+        return None
+    tool = pending[0].tool
+    patient = code_patient(state)
+    if tool == "get_patient_chart" and patient and not any(r.tool_name == tool for r in state.tool_results):
+        return tool, {"patient_id": patient}, True, "the clinician asked about this patient's chart"
+    if tool != PRESCRIBE or drugs is None or any(r.tool_name == PRESCRIBE for r in state.tool_results):
+        return None
+    read = prescription_from_words(state, drugs)
+    if read is None:
+        return None
+    args, order = read
+    notes = [t for t in (order.route_text, order.max_per_day.text if order.max_per_day else None,
+                         order.duration_text) if t]
+    args["notes"] = "; ".join(notes) or None
+    complete = all(args.get(k) for k in ("patient_id", "medication_name", "dosage", "frequency"))
+    return PRESCRIBE, args, complete, "the clinician's words give the order in full"
+
+
+def run(state: AgentState, model: LanguageModel, drugs: DrugRecogniser | None = None) -> tuple[dict, dict]:
+    """``drugs`` (the turn's recogniser) lets code read a prescription from the words."""
     if state.retry_mode == "retry_same" and state.current_tool:
         output = {"tool_name": state.current_tool, "args": state.current_args, "retry": "retry_same"}
         return {"retry_mode": None}, output
     if state.retry_mode == "retry_different_args" and state.current_tool:
         last = state.last_tool_result
         failure = f"{json.dumps(state.current_args)} gave: {last.error}" if last else None
-        args = _stage2(state, model, state.current_tool, failure)
+        args = _owned(state, state.current_tool, _stage2(state, model, state.current_tool, failure), drugs)
         output = {"tool_name": state.current_tool, "args": args, "retry": "retry_different_args"}
         return {"retry_mode": None, "current_args": args}, output
-    tool = _stage1(state, model)
+    code = _code_call(state, drugs)
+    if code is not None and code[2]:
+        tool, args, _complete, why = code
+        update = {"current_tool": tool, "current_args": args, "strict_selection": False}
+        return update, {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args, "by": "code", "reason": why}
+    tool = code[0] if code is not None else _stage1(state, model)
     if tool == "none":
         return {"current_tool": "none", "current_args": None}, {"tool_name": "none"}
-    args = _stage2(state, model, tool, None)
+    args = _owned(state, tool, _stage2(state, model, tool, None), drugs)
     update = {"current_tool": tool, "current_args": args, "strict_selection": False}
-    return update, {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args}
+    output = {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args}
+    if code is not None:
+        output["by"] = "code and model"
+    return update, output

@@ -1,0 +1,132 @@
+"""Chart questions: what code reads in the words ("any allergies?", "what is she on?", "last
+HbA1c?") and the chart's facts rendered by code for them (issue 23, "code owns every fact code
+can read").
+
+Invariants:
+- ``chart_topics`` reads the clinician's instruction only (dictated text is data) and never a
+  request to write: "add a penicillin allergy" is a write, "any allergies?" a chart question.
+- ``render`` writes only what the chart result holds, row for row (names, values, units and
+  dates as recorded), under the topics asked; a topic with no rows says so in words ("No
+  allergies recorded."), never "none known" where the chart did not say it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from appliance.agent.dictation import instruction_text
+from appliance.agent.write_requests import write_requests
+
+# Topic -> the words that ask for it. "summary" is the whole chart.
+_LAB_WORDS = (r"labs?|lab results?|blood (?:work|tests?)|hba1c|a1c|haemoglobin a1c|hemoglobin a1c|egfr|"
+              r"creatinine|potassium|sodium|inr|h(?:a)?emoglobin|hb|tsh|cholesterol|ldl|hdl|triglycerides?|glucose|"
+              r"platelets?|wbc|white (?:cell|blood cell) count|alt|ast|bun|urea|uric acid|nt-?probnp|bnp|"
+              r"albumin|calcium")
+TOPICS: dict[str, re.Pattern] = {
+    "allergies": re.compile(r"\ballerg\w*|\bintoleran\w*|\banaphyla\w*|\badverse reactions?\b", re.I),
+    "medications": re.compile(r"\bmed(?:ication)?s\b|\bmedication\b|\bprescriptions?\b|\btaking\b|"
+                              r"\bwhat (?:is|'s) (?:she|he|they|the patient) on\b|\bcurrent therapy\b|"
+                              r"\b(?:she|he|they|patient) (?:is|are) on\b", re.I),
+    "problems": re.compile(r"\bproblems?\b|\bconditions?\b|\bdiagnos\w*|\b(?:medical|past) history\b|\bpmh\b|"
+                           r"\bcomorbid\w*", re.I),
+    "labs": re.compile(rf"\b(?:{_LAB_WORDS})\b", re.I),
+    "vitals": re.compile(r"\bvitals?\b|\bvital signs\b|\bblood pressure\b|\bbp\b|\bheart rate\b|\bpulse\b|"
+                         r"\bweight\b|\bheight\b|\bbmi\b|\btemperature\b|\boxygen saturation\b|\bsp ?o2\b", re.I),
+    "notes": re.compile(r"\b(?:last|recent|latest|clinical|progress) notes?\b|\bnotes? (?:say|said|from)\b", re.I),
+    "summary": re.compile(r"\bsummar\w*|\boverview\b|\b(?:review|show|pull up|open|read) (?:the |her |his |their |this )?"
+                          r"(?:patient'?s )?chart\b|\bwhat'?s in (?:the|her|his|their) chart\b", re.I),
+}
+ORDER = ("allergies", "medications", "problems", "labs", "vitals", "notes")
+
+
+def chart_topics(query: str) -> tuple[str, ...]:
+    """The chart sections the words ask about, in ``ORDER`` (all of them for a summary); ()
+    for a request to write or words that ask about no section."""
+    if write_requests(query):
+        return ()
+    text = instruction_text(query)
+    found = {topic for topic, pattern in TOPICS.items() if pattern.search(text)}
+    if "summary" in found:
+        return ORDER
+    return tuple(t for t in ORDER if t in found)
+
+
+def _value(row: dict) -> str:
+    unit = f" {row['unit']}" if row.get("unit") else ""
+    flag = f" ({row['flag']})" if row.get("flag") in ("H", "L", "HH", "LL") else ""
+    when = f", {row['effective_at']}" if row.get("effective_at") else ""
+    return f"{row.get('display')}: {row.get('value')}{unit}{flag}{when}"
+
+
+def _asked_analytes(query: str, rows: list[dict]) -> list[dict]:
+    """The lab rows whose name the words mention (all of them when none is named)."""
+    lowered = query.lower()
+    aliases = {"hba1c": "a1c", "a1c": "a1c", "haemoglobin a1c": "a1c", "hemoglobin a1c": "a1c"}
+    wanted = [r for r in rows if any(part in lowered for part in _names_of(str(r.get("display") or ""), aliases))]
+    return wanted or rows
+
+
+def _names_of(display: str, aliases: dict[str, str]) -> set[str]:
+    lowered = display.lower()
+    names = {lowered}
+    names |= {alias for alias, target in aliases.items() if target in lowered}
+    head = re.split(r"[ (]", lowered)[0]
+    if len(head) >= 3 and head not in ("body", "total", "urine", "white", "platelet", "heart", "oxygen"):
+        names.add(head)
+    return names
+
+
+def render(chart: dict, topics: tuple[str, ...], query: str = "") -> str:
+    """The chart's facts for ``topics``, in code's words (see the module docstring)."""
+    patient = chart.get("patient") or {}
+    head = f"From the chart of {patient.get('name') or patient.get('patient_id')}"
+    if patient.get("birth_date"):
+        head += f" (born {patient['birth_date']}, ID {patient.get('patient_id')})"
+    lines = [head + ":"]
+    for topic in topics or ORDER:
+        rows = chart.get(_SECTION[topic])
+        if not isinstance(rows, list):
+            lines.append(f"{_TITLE[topic]}: not included in the chart that was read.")
+            continue
+        if topic == "labs":
+            rows = _asked_analytes(query, rows)
+        if not rows:
+            lines.append(_NONE[topic])
+            continue
+        lines.append(f"{_TITLE[topic]}:")
+        lines += [f"- {_ROW[topic](row)}" for row in rows]
+    return "\n".join(lines)
+
+
+def _allergy(row: dict) -> str:
+    details = "; ".join(str(row[k]) for k in ("reaction", "severity") if row.get(k))
+    return f"{row.get('substance')}" + (f" ({details})" if details else "")
+
+
+def _medication(row: dict) -> str:
+    words = " ".join(str(row[k]) for k in ("medication_name", "dosage", "frequency") if row.get(k))
+    status = row.get("status")
+    return words + (f" [{status}]" if status and status != "active" else "")
+
+
+def _problem(row: dict) -> str:
+    onset = f", since {row['onset_date']}" if row.get("onset_date") else ""
+    return f"{row.get('display')}{onset}"
+
+
+def _note(row: dict) -> str:
+    text = " ".join(str(row.get("text") or "").split())
+    return f"{row.get('created_at')} {row.get('note_type') or ''} note ({row.get('author') or 'unknown author'}): {text}"
+
+
+_SECTION = {"allergies": "allergies", "medications": "medications", "problems": "active_problems", "labs": "labs",
+            "vitals": "vitals", "notes": "recent_notes"}
+_TITLE = {"allergies": "Allergies", "medications": "Medications", "problems": "Active problems",
+          "labs": "Latest labs", "vitals": "Latest vital signs", "notes": "Recent notes"}
+_NONE = {"allergies": "No allergies recorded.", "medications": "No medications recorded.",
+         "problems": "No active problems recorded.", "labs": "No lab results recorded.",
+         "vitals": "No vital signs recorded.", "notes": "No notes recorded."}
+_ROW = {"allergies": _allergy, "medications": _medication, "problems": _problem, "labs": _value, "vitals": _value,
+        "notes": _note}
+
+__all__ = ["ORDER", "TOPICS", "chart_topics", "render"]
