@@ -42,6 +42,10 @@ fi
 
 say "installing packages (the first build of llama-cpp-python takes several minutes)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
+# llama.cpp for a CPU family, not for this CPU: GGML_NATIVE would compile in every instruction
+# the build machine reports (AMX tiles on recent Xeons), which a VM or another laptop refuses
+# with SIGILL. AVX2/FMA/F16C is what the laptops the USB bundle goes to share.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON}"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
 # llama.cpp's own server for a clinic host (`appliance serve`), from the same llama.cpp source
@@ -56,6 +60,17 @@ esac
 
 say "initialising the data home and the default model"
 .venv/bin/appliance init
+
+# pip's wheel cache keeps one llama-cpp-python wheel per version, whatever flags built it: one
+# compiled elsewhere for other instructions dies at the first model call. Check it runs here.
+if ! .venv/bin/python -m models.runtime_check >/dev/null; then
+  say "the installed llama.cpp does not run on this CPU: rebuilding llama-cpp-python (several minutes)"
+  .venv/bin/python -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
+  version=$(.venv/bin/python -c 'from importlib import metadata; print(metadata.version("llama-cpp-python"))')
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+    "llama-cpp-python==$version"
+  .venv/bin/python -m models.runtime_check
+fi
 
 case "${1:-}" in
   "") say "ready: run .venv/bin/appliance" ;;

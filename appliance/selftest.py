@@ -10,14 +10,16 @@ Invariants:
   it did not measure. A check that raises is counted among ``uncaught_exceptions`` and the run
   goes on.
 - In order: (1) the safety matrix (``appliance.safety.matrix``) on the fresh databases, before
-  anything writes to them; (2) bad inputs (``appliance.bad_input``): generated calls to every
-  tool of the three servers, in process; (3) the injection corpus (``appliance.injection``);
+  anything writes to them, and the generated matrix beside it
+  (``appliance.safety.generated_matrix``: brand and combination names against the demo patients
+  each curated rule endangers); (2) bad inputs (``appliance.bad_input``): generated calls to
+  every tool of the three servers, in process; (3) the injection corpus (``appliance.injection``);
   (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
   is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
   then the file checked; (6) faults (``appliance.tools.faults``): the EHR server crashed
   mid-call, hung past the deadline and killed between calls, through the agent's MCP client.
 - The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
-  the matrix missed a finding or reported a dangerous prescription clear, an injection case
+  either matrix missed a finding or reported a dangerous prescription clear, an injection case
   failed, a refused call wrote, the chain did not verify, the tampering went unseen or a fault
   was not survived.
 """
@@ -38,6 +40,7 @@ from ehr_db.durability import WRITER_THREADS
 DEFAULT_BAD_INPUTS = 800
 DEFAULT_CRASH_WRITES = 200
 DEFAULT_FAULT_ROUNDS = 2  # rounds of the three fault kinds (appliance.tools.faults)
+MAX_PROBLEMS_SHOWN = 20  # failed generated-matrix cases kept in the output (the counts cover them all)
 
 
 @contextmanager
@@ -54,6 +57,12 @@ def _matrix(home: Path) -> dict:
     from appliance.safety.matrix import run_matrix
 
     return run_matrix(home / "ehr.sqlite", home / "knowledge.sqlite")
+
+
+def _generated_matrix(home: Path) -> dict:
+    from appliance.safety.generated_matrix import run_generated_matrix
+
+    return run_generated_matrix(home / "ehr.sqlite", home / "knowledge.sqlite", home / "umls.sqlite")
 
 
 def _injection(home: Path) -> dict:
@@ -134,6 +143,8 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
 
     with _home() as home, servers_on(home):
         matrix = check("safety_matrix", "safety matrix (13 patients x 23 drugs)", lambda: _matrix(home))
+        generated = check("generated_matrix", "generated safety matrix (brand and combination names)",
+                          lambda: _generated_matrix(home))
         bad = check("bad_inputs", f"{bad_inputs} generated calls to every tool",
                     lambda: run_bad_inputs(home / "ehr.sqlite", bad_inputs))
         injection = check("injection", "injection corpus", lambda: _injection(home))
@@ -158,6 +169,9 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
         + sum(1 for r in (injection or {}).get("rows", []) if r["write_outcome"] == "turn failed"),
         "safety_matrix": {k: matrix[k] for k in ("cases", "missed", "false_clear", "false_alarms", "blocking")}
         if matrix else None,
+        "generated_matrix": {**{k: generated[k] for k in ("cases", "names", "patients", "groups", "missed",
+                                                          "false_clear", "blocking")},
+                             "problems": generated["problems"][:MAX_PROBLEMS_SHOWN]} if generated else None,
         "bad_inputs": {k: v for k, v in bad.items() if k != "per_tool"} if bad else None,
         "injection": {"cases": injection["cases"], "passed": injection["passed"], "failed": injection["failed"],
                       "rows": [{k: r[k] for k in ("id", "placement", "tries", "reached_model", "write_outcome",
@@ -185,6 +199,11 @@ def failures(out: dict) -> list[str]:
     if matrix is None or matrix["missed"] or matrix["false_clear"]:
         found.append("the safety matrix did not run" if matrix is None else
                      f"the safety gate missed {matrix['missed']} finding(s), {matrix['false_clear']} false clear")
+    generated = out.get("generated_matrix")
+    if generated is None or generated["missed"] or generated["false_clear"]:
+        found.append("the generated safety matrix did not run" if generated is None else
+                     f"the safety gate missed {generated['missed']} generated case(s), "
+                     f"{generated['false_clear']} false clear")
     bad = out.get("bad_inputs") or {}
     if bad.get("refused_but_wrote") or bad.get("leaks") or bad.get("servers_alive") is False:
         found.append("a refused call wrote, an error showed internals, or a server stopped answering")
@@ -213,6 +232,11 @@ def table(out: dict) -> str:
                       f"{m['cases']} cells: missed {m['missed']}, false clear {m['false_clear']}, "
                       f"false alarms {m['false_alarms']} ({m['blocking']} blocking)",
                       m is not None and not (m["missed"] or m["false_clear"])))
+    g = out.get("generated_matrix")
+    lines.append(_row("generated matrix", "did not run" if g is None else
+                      f"{g['cases']} cases ({g['names']} brand/combination names, {g['patients']} patients, "
+                      f"{g['groups']} rule groups): missed {g['missed']}, false clear {g['false_clear']}",
+                      g is not None and not (g["missed"] or g["false_clear"])))
     b = out["bad_inputs"]
     lines.append(_row("bad inputs tried", "did not run" if b is None else
                       f"{b['calls']} generated calls to {b['tools']} tools: uncaught {b['uncaught']}, "

@@ -41,6 +41,7 @@ from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.sessions import SessionStore, SessionStoreError
 from appliance.llm.base import VisionModel
 from appliance.runtime import model_files
+from appliance.wording import safety_lines
 from models.profiles import get_profile
 from models.projector import projector_problem
 from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
@@ -259,9 +260,11 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self._finish_cancelled(turn)
             return
         result = message.result
-        turn.reply.finish(result.response, result.kind, result.disclaimer)
+        # The safety check's findings lead the answer, whatever the model wrote (as in `ask`).
+        shown = "\n\n".join(["\n".join(safety_lines(entry)) for entry in result.safety] + [result.response])
+        turn.reply.finish(shown, result.kind, result.disclaimer)
         self.main.trace.finish_turn(turn.id, "complete")
-        self._save(turn, result.response, result.kind, "complete", [e.to_dict() for e in result.trace])
+        self._save(turn, shown, result.kind, "complete", [e.to_dict() for e in result.trace])
         self.history += [("user", turn.question), ("assistant", result.response)]
         self._end_turn()
         self._reload_chart_after(self._writes(turn))

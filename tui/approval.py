@@ -69,7 +69,7 @@ class ApprovalBridge:
     def __call__(self, tool: str, args: dict, safety=None) -> Approval:
         clinician = self._clinician()  # who was signed in when the write was proposed
         decision = replace(self._ask(tool, args, safety), clinician=clinician)
-        if decision.approved and getattr(safety, "blocking", False):
+        if decision.approved and getattr(safety, "needs_override", False):
             decision = replace(decision, override_reason=override_reason(decision.reason))
         return decision
 

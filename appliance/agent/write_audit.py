@@ -41,7 +41,7 @@ def safety_audit(report: SafetyReport | None, override_reason: str | None = None
 
 def approval_record(approval: Approval, report: SafetyReport | None) -> dict[str, Any]:
     """The approval an approved write carries to the record (``contracts.ApprovalRecord``)."""
-    override = report is not None and report.blocking
+    override = report is not None and report.needs_override
     reason = usable_reason(approval.override_reason) if override else None
     return {
         "decision": "override" if override else "approval",

@@ -3,6 +3,9 @@
 Invariants:
 - Pure functions over the chart dict; a missing or malformed section reads as "not on the
   chart" (None or empty), never as an exception.
+- A medication's ingredients come from the gate's one name resolution
+  (``ingredients.ingredients_of``: curated tables, brands, combinations, salts) plus its RxNorm
+  code, so a charted brand ("Janumet") counts like its generics.
 - Codes are matched only where certain (SNOMED CT from ``ehr_db.codes``; eGFR LOINC codes
   listed below); displays are matched too, so imported records with other codes still count.
 """
@@ -13,7 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.safety.classes import RXNORM_TO_INGREDIENT, fold, ingredients_in
+from appliance.safety.classes import RXNORM_TO_INGREDIENT, fold
+from appliance.safety.ingredients import ingredients_of
 
 ACTIVE_MEDICATION_STATUSES = ("active", "on-hold", "draft")
 PREGNANCY_SNOMED = frozenset({"77386006"})  # Pregnancy
@@ -92,7 +96,7 @@ def active_medications(chart: dict) -> list[ChartMedication]:
         if (row.get("status") or "active") not in ACTIVE_MEDICATION_STATUSES:
             continue
         name = str(row.get("medication_name") or "").strip()
-        ingredients = set(ingredients_in(name))
+        ingredients = set(ingredients_of(name))
         code = row.get("rxnorm_code")
         if code and str(code) in RXNORM_TO_INGREDIENT:
             ingredients.add(RXNORM_TO_INGREDIENT[str(code)])

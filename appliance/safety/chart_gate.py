@@ -31,7 +31,8 @@ class ChartSafetyGate:
         try:
             outcome = self._tools.call("get_patient_chart", {"patient_id": args.get("patient_id")}, self._deadline)
             chart = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
-            report = check_prescription(drug, chart, ToolBoxKnowledge(self._tools, self._deadline))
+            report = check_prescription(drug, chart, ToolBoxKnowledge(self._tools, self._deadline),
+                                        dosage=args.get("dosage"), frequency=args.get("frequency"))
             return replace(report, chart=chart or None)
         except (ApplianceError, SafetyLookupError, OSError, TimeoutError):
             return not_run(drug)

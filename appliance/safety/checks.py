@@ -9,6 +9,11 @@ Invariants:
   are kept in its evidence, so a report reads one line per problem.
 - A curated rule and the drug's safety data may both speak; the finding takes the higher
   severity and names both sources.
+- Names (the prescribed drug's, a charted medication's, a recorded allergen's) are read through
+  one resolution (``ingredients.ingredients_of``), so brands and combinations count by what
+  they contain.
+- The same ingredient ordered twice is a high duplicate (a double dose); two members of a
+  class keep the class's curated duplicate severity.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from appliance.safety import chart as charts
 from appliance.safety.chart import ChartMedication
 from appliance.safety.classes import (
     BY_REACTION, CLASS_ALLERGY, CLASSES, CROSS_CLASS_RULES, DUPLICATE_GROUPS, HIGH, INFO, LOW, LOW_CROSS, MODERATE,
-    RXNORM_TO_INGREDIENT, classes_named_in, classes_of, ingredients_in,
+    RXNORM_TO_INGREDIENT, classes_named_in, classes_of, fold,
 )
+from appliance.safety.ingredients import ingredients_of
 from appliance.safety.report import SEVERITIES, Finding
 from appliance.safety.rules import (
     BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC, PAEDIATRIC_AGE, PAEDIATRIC_NOTE, PREGNANCY, RENAL,
@@ -41,6 +47,9 @@ class Prescribed:
     ingredients: frozenset[str]
     classes: frozenset[str]
     whole: bool  # the local data knows the name as a whole (one generic)
+    # Ingredients the local data did not check (unknown to it, or beyond the lookup bound):
+    # curated class rules judge them against every medication.
+    unchecked: frozenset[str] = frozenset()
 
     @property
     def generics(self) -> tuple[str, ...]:
@@ -49,7 +58,15 @@ class Prescribed:
 
     @property
     def label(self) -> str:
-        return self.generics[0] if self.whole and self.generics else self.name
+        """The generic when the data knows the name as a whole, with the name as prescribed when
+        that was another name ("Glucophage (metformin)"); a name the data does not know as a
+        whole with its ingredients ("Zosyn (piperacillin, tazobactam)")."""
+        if not (self.whole and self.generics):
+            named = fold(self.name)
+            others = sorted(i for i in self.ingredients if i not in named)
+            return f"{self.name} ({', '.join(others)})" if others and len(others) <= 4 else self.name
+        generic = self.generics[0]
+        return generic if fold(self.name).startswith(fold(generic)) else f"{self.name} ({generic})"
 
     @property
     def keys(self) -> frozenset[str]:
@@ -124,7 +141,7 @@ def _cross_severity(rule: str, severe: bool) -> str:
 def _allergy_match(drug: Prescribed, row: dict) -> tuple[str, str, str] | None:
     """(kind, severity, reason) for one allergy row, the strongest match only."""
     substance = str(row.get("substance") or "")
-    allergen = set(ingredients_in(substance))
+    allergen = set(ingredients_of(substance))
     code = str(row.get("substance_code") or "")
     if code in RXNORM_TO_INGREDIENT:
         allergen.add(RXNORM_TO_INGREDIENT[code])
@@ -180,10 +197,9 @@ def allergy_findings(drug: Prescribed, chart: dict) -> list[Finding]:
 def _duplicate(drug: Prescribed, med: ChartMedication) -> tuple[str, str] | None:
     shared = sorted(drug.ingredients & med.ingredients)
     if shared or ((not drug.ingredients or not med.ingredients) and names_match(drug.name, med.name)):
-        severity = worst([MODERATE] + [CLASSES[c].duplicate for c in classes_of(frozenset(shared))
-                                       if CLASSES[c].duplicate])
+        # The same drug ordered twice is a double dose, whatever its class.
         what = f"same ingredient ({', '.join(shared)})" if shared else "same drug by name"
-        return severity, f"{what}: check that this replaces, not adds to, the current order"
+        return HIGH, f"{what}: a double dose unless this replaces the current order"
     best: tuple[str, str] | None = None
     for cid in sorted(drug.classes & classes_of(med.ingredients)):
         cls = CLASSES[cid]
@@ -213,18 +229,22 @@ def duplicate_findings(drug: Prescribed, meds: list[ChartMedication]) -> list[Fi
 
 # -- class-level interactions ----------------------------------------------------------------
 def class_interaction_findings(drug: Prescribed, meds: list[ChartMedication], judged: set[str]) -> list[Finding]:
-    """Curated class-level interactions, for medications the interaction data did not judge
-    together with the drug (names in ``judged`` were judged by it)."""
+    """Curated class-level interactions for what the interaction data did not judge: every
+    ingredient against a medication the data did not judge together with the drug, and the
+    ingredients the data does not know (``drug.unchecked``) against those it did judge (names in
+    ``judged``): "amiloride-hydrochlorothiazide" with lisinopril is judged by the data for
+    hydrochlorothiazide and by the class rules for amiloride."""
     findings = []
     for med in meds:
-        if med.name in judged:
+        ours = keys_of(drug.unchecked) if med.name in judged else drug.keys
+        if not ours:
             continue
         med_keys = keys_of(med.ingredients)
         hits = []
         for rule in CLASS_INTERACTIONS:
             if (drug.ingredients | med.ingredients) & rule.exempt:
                 continue
-            if (rule.a & drug.keys and rule.b & med_keys) or (rule.b & drug.keys and rule.a & med_keys):
+            if (rule.a & ours and rule.b & med_keys) or (rule.b & ours and rule.a & med_keys):
                 hits.append(rule)
         if hits:
             top = min(hits, key=lambda r: SEVERITIES.index(r.severity))

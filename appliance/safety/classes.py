@@ -263,6 +263,12 @@ def ingredients_in(name: str | None) -> frozenset[str]:
     return frozenset(i for hit in _windows(fold(name).split(), _NAME_TABLE) for i in hit)
 
 
+def ingredients_named(name: str | None) -> tuple[str, ...]:
+    """The curated ingredient(s) a whole name stands for: itself when it is a known ingredient,
+    an alias's targets ("paracetamol" -> acetaminophen), else () (no partial matches)."""
+    return _NAME_TABLE.get(fold(name), ())
+
+
 def classes_named_in(name: str | None) -> frozenset[str]:
     """Classes an allergen name stands for as a whole ("Penicillin", "Sulfa drugs", "NSAIDs")."""
     key = fold(name)
@@ -279,5 +285,5 @@ __all__ = [
     "BY_REACTION", "CLASSES", "CLASS_ALIASES", "CLASS_ALLERGY", "CROSS_CLASS_RULES", "DUPLICATE_GROUPS", "HIGH",
     "INFO", "INGREDIENT_ALIASES", "INGREDIENT_CLASSES", "KNOWN_INGREDIENTS", "LOW", "LOW_CROSS", "MODERATE",
     "OTHER_INGREDIENTS", "RXNORM_TO_INGREDIENT", "CrossClassRule", "DrugClass", "classes_named_in", "classes_of", "fold",
-    "ingredients_in",
+    "ingredients_in", "ingredients_named",
 ]

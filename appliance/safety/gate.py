@@ -6,13 +6,20 @@ class cross-reactivity), interactions with every active medication (the local in
 then curated class-level rules for pairs it could not judge), duplicate therapy, and pregnancy,
 renal function and age against the drug's safety data and the curated tables.
 
+Names are resolved to ingredients once (``ingredients.ingredients_of``: curated tables, brands,
+fixed-dose combinations, salts and spellings, the UMLS subset's synonyms), for the prescribed
+drug, the chart's medications and its allergens alike; every ingredient goes through every check.
+
 Invariants:
-- Pure over its inputs apart from the ``knowledge`` calls: one ``drug_safety`` call (plus one
-  per recognised ingredient, at most four, when the data does not know the name as a whole),
-  and one ``interactions`` call per five active medications per generic the data knows.
-- A drug the local data does not know is reported as such (``unknown_drug``, "not checked:
-  unknown to the local drug data"); one it cannot resolve (ambiguous) or a knowledge service
-  that fails likewise becomes a finding. The report is never an empty "no conflicts" for them.
+- Pure over its inputs apart from the ``knowledge`` calls: one ``drug_safety`` call plus one per
+  ingredient the answer for the whole name does not cover (at most four; more are reported as
+  unchecked), at most one ``drug_synonym`` call (only for a name nothing else resolves), and one
+  ``interactions`` call per five looked-up names per generic the data knows (a medication the
+  data does not know by name is looked up again by its ingredients).
+- A drug the local data does not know, or knows only some ingredients of, is reported as such
+  (``unknown_drug``, "not checked: unknown to the local drug data"); one it cannot resolve
+  (ambiguous) or a knowledge service that fails likewise becomes a finding. The report is never
+  an empty "no conflicts" for them, and ``SafetyReport.unchecked`` names them.
 - Allergy, duplicate and chart checks still run for an unknown drug, from the curated class
   table and the name, so a known class conflict is never lost because the data lacks the drug.
 - No logging: the chart is patient data.
@@ -26,7 +33,10 @@ from appliance.safety.checks import (
     DATA, Prescribed, age_findings, allergy_findings, class_interaction_findings, duplicate_findings,
     pregnancy_findings, renal_findings,
 )
-from appliance.safety.classes import HIGH, INFO, LOW, MODERATE, classes_of, fold, ingredients_in
+from appliance.safety.classes import HIGH, INFO, LOW, MODERATE, classes_of, fold
+from appliance.medication.orders import parse_order
+from appliance.safety.doses import dose_findings
+from appliance.safety.ingredients import default_resolver, ingredients_of
 from appliance.safety.knowledge import (
     MAX_INTERACTION_NAMES, MAX_NAME, AmbiguousDrug, KnowledgeLookup, KnowledgeUnavailable,
 )
@@ -55,38 +65,54 @@ def _safety(name: str, knowledge: KnowledgeLookup) -> tuple[dict | None, Finding
 
 
 def _identify(name: str, knowledge: KnowledgeLookup) -> tuple[Prescribed, list[Finding]]:
-    """The drug as the local data and the curated tables know it. A name the data does not know
-    as a whole is looked up ingredient by ingredient ("amoxicillin-clavulanate"), so a known
-    ingredient is still checked; what stays unknown becomes a finding."""
-    ingredients = set(ingredients_in(name))
+    """The drug as the local data and the curated tables know it. Its ingredients come from the
+    one name resolution (``ingredients_of``: curated tables, the recogniser's brands and
+    combinations, then the UMLS subset's synonyms when the lookup offers them). Every ingredient
+    the data's answer for the whole name does not cover is looked up on its own ("Zosyn" ->
+    piperacillin, tazobactam), so each known ingredient is checked; what stays unknown, or
+    beyond the lookup bound, becomes a finding."""
+    ingredients = set(ingredients_of(name))
     safety, problem = _safety(name, knowledge)
+    synonym_of = getattr(knowledge, "drug_synonym", None)
+    if not ingredients and safety is None and problem is None and callable(synonym_of):
+        ingredients |= ingredients_of(name, synonym_of)  # known to no table: the UMLS subset's synonyms
     if problem is not None:
-        return Prescribed(name, (), frozenset(ingredients), classes_of(frozenset(ingredients)), False), [problem]
-    if safety is not None:
-        ingredients |= ingredients_in(safety["drug"]) or {safety["drug"]}
         found = frozenset(ingredients)
-        return Prescribed(name, (safety,), found, classes_of(found), True), []
-    safeties, unknown, problems = [], [], []
-    for ingredient in sorted(ingredients - {fold(name)})[:MAX_INGREDIENT_LOOKUPS]:
+        return Prescribed(name, (), found, classes_of(found), False, found), [problem]
+    safeties: list[dict] = []
+    covered: set[str] = set()
+    if safety is not None:
+        safeties.append(safety)
+        covered = set(ingredients_of(safety["drug"])) | {fold(safety["drug"])}
+        ingredients |= ingredients_of(safety["drug"]) or {fold(safety["drug"])}
+    todo = sorted(ingredients - covered - ({fold(name)} if safety is None else set()))
+    unknown, problems = todo[MAX_INGREDIENT_LOOKUPS:], []
+    for ingredient in todo[:MAX_INGREDIENT_LOOKUPS]:
         part, problem = _safety(ingredient, knowledge)
         if problem is not None:
             problems.append(problem)
         elif part is None:
             unknown.append(ingredient)
-        else:
+        elif part["drug"] not in {s["drug"] for s in safeties}:
             safeties.append(part)
             ingredients.add(part["drug"])
+    if safety is None:
+        unknown += sorted(ingredients & {fold(name)})
     found = frozenset(ingredients)
-    drug = Prescribed(name, tuple(safeties), found, classes_of(found), False)
+    unchecked = found if problems or not safeties else frozenset(unknown)
+    drug = Prescribed(name, tuple(safeties), found, classes_of(found), safety is not None and not unknown, unchecked)
     if problems:
         return drug, problems[:1]
-    unknown += sorted(ingredients & {fold(name)})
-    if safeties:
-        checked = ", ".join(s["drug"] for s in safeties)
-        text = (f"{', '.join(unknown)} in '{name}' {UNKNOWN_DRUG_TEXT} (only {checked} was checked against it)"
-                if unknown else f"'{name}' {UNKNOWN_DRUG_TEXT} as a whole; checked as {checked}")
+    if not safeties:
+        return drug, [_unknown(drug)]
+    checked = ", ".join(s["drug"] for s in safeties)
+    if unknown:
+        text = f"{', '.join(sorted(unknown))} in '{name}' {UNKNOWN_DRUG_TEXT} (only {checked} was checked against it)"
         return drug, [Finding("unknown_drug", MODERATE, text, {"ingredients": sorted(found)}, DATA)]
-    return drug, [_unknown(drug)]
+    if safety is None:  # every ingredient known, the name as a whole not: said, nothing left unchecked
+        text = f"'{name}' is not in the local drug data as a whole; checked as {checked}"
+        return drug, [Finding("unknown_drug", INFO, text, {"ingredients": sorted(found)}, DATA)]
+    return drug, []
 
 
 def _unknown(drug: Prescribed) -> Finding:
@@ -107,51 +133,85 @@ def _interaction_text(severity: str, med: ChartMedication, row: dict) -> str:
     return f"{severity} interaction with {med.name}: {mechanism or 'see the interaction data'}"
 
 
+def _ask(drug: Prescribed, entries: list[tuple[ChartMedication, str]], knowledge: KnowledgeLookup
+         ) -> tuple[list[Finding], dict[tuple[str, str], str], set[tuple[str, str]], bool]:
+    """One round of interaction calls: the drug's generics against ``entries`` (a medication and
+    the name it is looked up under). Returns the findings, the data's generic per recognised
+    entry, the entries the data answered for, and whether a call failed."""
+    findings: list[Finding] = []
+    generics: dict[tuple[str, str], str] = {}
+    answered: set[tuple[str, str]] = set()
+    failed = False
+    seen: set[tuple[str, str, str]] = set()
+    for generic in drug.generics:
+        for i in range(0, len(entries), MEDS_PER_CALL):
+            chunk = entries[i:i + MEDS_PER_CALL]
+            try:
+                result = knowledge.interactions([generic] + [e[:MAX_NAME] for _, e in chunk])
+            except KnowledgeUnavailable:
+                failed = True
+                continue
+            names = {d.get("name"): d.get("generic_name") for d in result.get("drugs_checked") or []}
+            for med, entry in chunk:
+                answered.add((med.name, entry))
+                if names.get(entry[:MAX_NAME]):
+                    generics[(med.name, entry)] = names[entry[:MAX_NAME]]
+            for row in result.get("interactions") or []:
+                pair = list(row.get("drugs") or [])
+                if generic not in pair:
+                    continue
+                other = pair[1] if pair[0] == generic else pair[0]
+                severity = INTERACTION_SEVERITY.get(row.get("severity"), MODERATE)
+                for med, entry in chunk:
+                    if names.get(entry[:MAX_NAME]) == other and (med.name, generic, other) not in seen:
+                        seen.add((med.name, generic, other))
+                        text = _interaction_text(row.get("severity") or severity, med, row)
+                        evidence = {"medication": med.evidence, "interaction": row}
+                        findings.append(Finding("interaction", severity, text, evidence, "local interaction data"))
+            for mention in result.get("label_mentions") or []:
+                pair = list(mention.get("drugs") or [])
+                if generic not in pair:
+                    continue
+                other = pair[1] if pair[0] == generic else pair[0]
+                for med, entry in chunk:
+                    if names.get(entry[:MAX_NAME]) == other and (med.name, generic, f"label:{other}") not in seen:
+                        seen.add((med.name, generic, f"label:{other}"))
+                        text = (f"possible interaction with {med.name}: the {mention.get('label_of')} label "
+                                "names it (ungraded)")
+                        findings.append(Finding("interaction", MODERATE, text,
+                                                {"medication": med.evidence, "label_mention": mention}, "drug label"))
+    return findings, generics, answered, failed
+
+
 def _data_interactions(drug: Prescribed, meds: list[ChartMedication], knowledge: KnowledgeLookup
                        ) -> tuple[list[Finding], list[ChartMedication], set[str], bool]:
-    """Interactions from the local data. Returns the findings, the medications with the data's
-    generic names added to their ingredients, the medication names the data judged together
-    with the drug, and whether every medication was checked."""
-    findings: list[Finding] = []
-    generics: dict[str, str] = {}
-    judged: set[str] = set()
+    """Interactions from the local data. Each medication is looked up by its charted name; one
+    the data does not know by name but whose ingredients are resolved (a charted brand or
+    combination: "Janumet") is looked up again by its ingredients. Returns the findings, the
+    medications with the data's generic names added to their ingredients, the medication names
+    the data judged together with the drug (every ingredient known), and whether every
+    medication was checked."""
+    findings, generics, answered, failed = _ask(drug, [(m, m.name) for m in meds], knowledge)
+    judged = {m.name for m in meds if (m.name, m.name) in generics}
+    retry = [(m, i) for m in meds if m.name not in judged and (m.name, m.name) in answered
+             and m.ingredients and m.ingredients != {fold(m.name)} for i in sorted(m.ingredients)]
+    if retry:
+        more, found, asked, broke = _ask(drug, retry, knowledge)
+        findings += more
+        generics.update(found)
+        answered |= asked
+        failed = failed or broke
+        judged |= {m.name for m in meds if m.name not in judged and m.ingredients
+                   and all((m.name, i) in found for i in m.ingredients)}
     unrecognised: list[str] = []
-    failed = False
-    calls = [(g, meds[i:i + MEDS_PER_CALL]) for g in drug.generics for i in range(0, len(meds), MEDS_PER_CALL)]
-    for generic, chunk in calls:
-        try:
-            result = knowledge.interactions([generic] + [m.name[:MAX_NAME] for m in chunk])
-        except KnowledgeUnavailable:
-            failed = True
+    for med in meds:
+        if med.name in judged or (med.name, med.name) not in answered:
             continue
-        names = {d.get("name"): d.get("generic_name") for d in result.get("drugs_checked") or []}
-        for med in chunk:
-            if names.get(med.name[:MAX_NAME]):
-                generics[med.name] = names[med.name[:MAX_NAME]]
-                judged.add(med.name)
-            elif med.name not in unrecognised:
-                unrecognised.append(med.name)
-        for row in result.get("interactions") or []:
-            pair = list(row.get("drugs") or [])
-            if generic not in pair:
-                continue
-            other = pair[1] if pair[0] == generic else pair[0]
-            severity = INTERACTION_SEVERITY.get(row.get("severity"), MODERATE)
-            for med in chunk:
-                if generics.get(med.name) == other:
-                    text = _interaction_text(row.get("severity") or severity, med, row)
-                    evidence = {"medication": med.evidence, "interaction": row}
-                    findings.append(Finding("interaction", severity, text, evidence, "local interaction data"))
-        for mention in result.get("label_mentions") or []:
-            pair = list(mention.get("drugs") or [])
-            if generic not in pair:
-                continue
-            other = pair[1] if pair[0] == generic else pair[0]
-            for med in chunk:
-                if generics.get(med.name) == other:
-                    text = f"possible interaction with {med.name}: the {mention.get('label_of')} label names it (ungraded)"
-                    findings.append(Finding("interaction", MODERATE, text,
-                                            {"medication": med.evidence, "label_mention": mention}, "drug label"))
+        missing = [i for i in sorted(med.ingredients) if (med.name, i) not in generics]
+        partly = missing and len(missing) < len(med.ingredients)
+        label = f"{med.name} ({', '.join(missing)})" if partly else med.name
+        if label not in unrecognised:
+            unrecognised.append(label)
     if failed:
         findings.append(Finding("not_checked", MODERATE, "interactions with the active medications not checked: "
                                 "the drug knowledge service did not answer", {}, DATA))
@@ -159,15 +219,30 @@ def _data_interactions(drug: Prescribed, meds: list[ChartMedication], knowledge:
         text = f"interactions with {', '.join(unrecognised)} not checked against the interaction data: not in it"
         findings.append(Finding("not_checked", INFO, text, {"medications": unrecognised}, DATA))
     updated = [
-        ChartMedication(m.row, m.name, m.ingredients | ({generics[m.name]} if m.name in generics else set()))
+        ChartMedication(m.row, m.name, m.ingredients | {g for (name, _), g in generics.items() if name == m.name})
         for m in meds
     ]
     return findings, updated, judged, not failed and not unrecognised
 
 
-def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup) -> SafetyReport:
+def _dose(name: str, dosage: str | None, frequency: str | None, ingredients: frozenset[str],
+          meds: list[ChartMedication]) -> tuple[list[Finding], bool]:
+    """The dose checks (``doses.dose_findings``) of the order as written, against the chart's
+    active medications read by the same parser; ([], False) when no dosage was given."""
+    if not dosage:
+        return [], False
+    drugs = default_resolver().recogniser
+    order = parse_order(" ".join(p for p in (name, dosage, frequency) if p), drugs)
+    charted = [(m, parse_order(" ".join(str(m.row.get(k) or "") for k in ("medication_name", "dosage", "frequency")),
+                               drugs)) for m in meds]
+    return dose_findings(order, ingredients, charted)
+
+
+def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup, *, dosage: str | None = None,
+                       frequency: str | None = None) -> SafetyReport:
     """Check one prescription against a chart (``get_patient_chart``'s result); see the module
-    docstring. ``drug`` is the medication name as prescribed."""
+    docstring. ``drug`` is the medication name as prescribed; ``dosage`` and ``frequency`` as
+    written (prescribe_medication's arguments) add the dose checks."""
     name = " ".join(str(drug or "").split())
     chart = chart if isinstance(chart, dict) else {}
     checked = dict.fromkeys(CHECKS, False)
@@ -175,17 +250,18 @@ def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup) -> Sa
 
     prescribed, problems = _identify(name, knowledge)
     findings += problems
-    checked["drug_data"] = prescribed.whole
+    # The data checked every ingredient (the name as a whole, or each ingredient on its own).
+    data_complete = bool(prescribed.safeties) and not any(
+        f.kind in ("unknown_drug", "not_checked") and f.severity != INFO for f in problems)
+    checked["drug_data"] = data_complete
 
     meds = charts.active_medications(chart)
     judged: set[str] = set()
     if prescribed.generics and meds:
         found, meds, judged, complete = _data_interactions(prescribed, meds, knowledge)
         findings += found
-        checked["interactions"] = complete and prescribed.whole
-        if not prescribed.whole:  # only some ingredients were judged: class rules fill in, without repeats
-            judged = {f.evidence["medication"]["medication_name"] for f in found if "medication" in f.evidence}
-    elif prescribed.whole:
+        checked["interactions"] = complete and data_complete
+    elif data_complete:
         checked["interactions"] = isinstance(chart.get("medications"), list)
     findings += class_interaction_findings(prescribed, meds, judged)
 
@@ -199,6 +275,8 @@ def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup) -> Sa
     checked["renal"] = isinstance(chart.get("labs"), list) or isinstance(chart.get("active_problems"), list)
     findings += age_findings(prescribed, chart)
     checked["age"] = charts.patient_age(chart) is not None
+    found, checked["dose"] = _dose(name, dosage, frequency, prescribed.ingredients, charts.active_medications(chart))
+    findings += found
     missing = [words for check, words in CHART_CHECKS if not checked[check]]
     if missing:
         text = f"{', '.join(missing)} not checked: the chart did not include them"

@@ -1,11 +1,13 @@
 """The approver of a headless run (``appliance ask --approve-writes``): writes the operator
-approved up front, except a prescription with an unresolved high-severity safety finding,
-which is refused unless the operator gave an override reason (kept in the write's audit).
+approved up front, except a prescription with an unresolved high-severity safety finding or
+anything the gate could not check (a drug or ingredient unknown to the local drug data:
+``SafetyReport.needs_override``), which is refused unless the operator gave an override reason
+(kept in the write's audit).
 
 Invariants:
 - No clinician sees a headless prescription before it is written, so the gate's decision is
   final here: refused means refused, with a message that says why and how to override.
-- An approval carries ``override_reason`` only when it overrode a blocking report; the agent
+- An approval carries ``override_reason`` only when it overrode a report that needed it; the agent
   keeps it in the write's audit row (``appliance.agent.write_audit``), and a refusal is recorded
   as a rejection there too.
 """
@@ -30,5 +32,5 @@ class HeadlessApprover:
         self.decisions.append(decision)
         if not decision.allowed:
             return Approval(False, args, decision.message)
-        overridden = decision.audit["override_reason"] if safety.blocking else None
+        overridden = decision.audit["override_reason"] if safety.needs_override else None
         return Approval(True, args, decision.message or None, override_reason=overridden)

@@ -9,6 +9,13 @@ not_recognised, ambiguous, same_drug_given_twice, pairs_checked, interactions, l
 note); when fewer than two names are recognised the tool fails, and the protocol instead returns
 that shape with every name in ``not_recognised``, so the gate can say what went unchecked.
 
+A lookup may also offer ``drug_synonym(name)`` (``SynonymLookup``): the drug concept a name is an
+exact synonym, abbreviation or brand of in the UMLS subset, as that concept's preferred name
+("MS Contin" -> "Morphine"), or None. The gate asks it only for a prescribed name that neither
+the curated tables nor the drug-name recogniser know (``ingredients.ingredients_of``); callers
+with only the two methods above keep working (no synonyms). ``StoreKnowledge`` reads a UMLS
+database when given one; ``ToolBoxKnowledge`` calls the UMLS server's ``concept_search``.
+
 Invariants:
 - "Not in the data" (None, ``not_recognised``) is never confused with "the service failed"
   (``KnowledgeUnavailable``) or "the name is ambiguous" (``AmbiguousDrug``).
@@ -22,11 +29,15 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from appliance.errors import ApplianceError
 from mcp_servers import knowledge_queries as queries
+from mcp_servers import umls_schema, umls_search
 from mcp_servers.knowledge_store import AmbiguousDrugName, DrugNotFound, connect
 
 MAX_INTERACTION_NAMES = 6
 MAX_NAME = 60
+SYNONYM_SCORE = 0.9  # concept_search: 1.0 exact preferred name, 0.9 exact synonym, abbreviation or brand
+SYNONYM_CANDIDATES = 5
 
 
 class SafetyLookupError(Exception):
@@ -52,6 +63,18 @@ class KnowledgeLookup(Protocol):
     def interactions(self, names: list[str]) -> dict: ...
 
 
+class SynonymLookup(Protocol):
+    def drug_synonym(self, name: str) -> str | None: ...
+
+
+def synonym_from(candidates: list[dict]) -> str | None:
+    """The one drug concept ``concept_search`` candidates name exactly (score 0.9 or more, a drug
+    semantic type), as its preferred name; None when there is none, or several (not a guess)."""
+    names = {c.get("name") for c in candidates or [] if isinstance(c, dict) and c.get("name")
+             and (c.get("score") or 0) >= SYNONYM_SCORE and c.get("tui") in umls_schema.DRUG_TUIS}
+    return names.pop() if len(names) == 1 else None
+
+
 def nothing_recognised(names: list[str]) -> dict:
     """``check_drug_interactions``' shape for a call where fewer than two names were recognised."""
     return {"drugs_checked": [], "not_recognised": list(names), "ambiguous": {}, "same_drug_given_twice": [],
@@ -61,11 +84,13 @@ def nothing_recognised(names: list[str]) -> dict:
 class StoreKnowledge:
     """In process, over a knowledge database file (tests, and tools that hold the file): one
     read-only connection, opened at the first lookup and kept until ``close`` (a matrix run
-    makes hundreds of lookups)."""
+    makes hundreds of lookups). With ``umls_db_path`` it also answers ``drug_synonym``."""
 
-    def __init__(self, db_path: Path | str):
+    def __init__(self, db_path: Path | str, umls_db_path: Path | str | None = None):
         self.db_path = Path(db_path)
+        self.umls_db_path = Path(umls_db_path) if umls_db_path is not None else None
         self._conn = None
+        self._umls = None
 
     def _db(self):
         if self._conn is None:
@@ -73,9 +98,20 @@ class StoreKnowledge:
         return self._conn
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in (self._conn, self._umls):
+            if conn is not None:
+                conn.close()
+        self._conn = self._umls = None
+
+    def drug_synonym(self, name: str) -> str | None:
+        if self.umls_db_path is None or not umls_schema.norm(name or ""):
+            return None
+        if self._umls is None:
+            self._umls = umls_schema.connect(self.umls_db_path, read_only=True)
+        try:
+            return synonym_from(umls_search.search(self._umls, name[:umls_search.MAX_TERM_CHARS], SYNONYM_CANDIDATES))
+        except umls_schema.UmlsError:
+            return None
 
     def drug_safety(self, name: str) -> dict | None:
         try:
@@ -111,6 +147,16 @@ class ToolBoxKnowledge:
             raise AmbiguousDrug(name, found.group(1).split(", ") if found else [])
         raise KnowledgeUnavailable(outcome.error_type or "server_error")
 
+    def drug_synonym(self, name: str) -> str | None:
+        """Through the UMLS server's concept_search; any failure is "no synonym known" (the name
+        then stays unknown, which the gate reports)."""
+        args = {"term": name[:umls_search.MAX_TERM_CHARS], "max_results": SYNONYM_CANDIDATES}
+        try:
+            outcome = self._tools.call("concept_search", args, self._deadline)
+        except (ApplianceError, OSError, TimeoutError):
+            return None
+        return synonym_from((outcome.result or {}).get("candidates") or []) if outcome.ok else None
+
     def interactions(self, names: list[str]) -> dict:
         args = {"drug_names": [n[:MAX_NAME] for n in names]}
         outcome = self._tools.call("check_drug_interactions", args, self._deadline)
@@ -122,6 +168,6 @@ class ToolBoxKnowledge:
 
 
 __all__ = [
-    "MAX_INTERACTION_NAMES", "MAX_NAME", "AmbiguousDrug", "KnowledgeLookup", "KnowledgeUnavailable",
-    "SafetyLookupError", "StoreKnowledge", "ToolBoxKnowledge", "nothing_recognised",
+    "MAX_INTERACTION_NAMES", "MAX_NAME", "SYNONYM_SCORE", "AmbiguousDrug", "KnowledgeLookup", "KnowledgeUnavailable",
+    "SafetyLookupError", "StoreKnowledge", "SynonymLookup", "ToolBoxKnowledge", "nothing_recognised", "synonym_from",
 ]

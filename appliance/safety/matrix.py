@@ -9,6 +9,13 @@ high and one moderate); "-" means no finding. They were written from the patient
 gate's output. Info-level findings (medications the interaction data does not know, no eGFR on
 file) are checked by the unit tests instead.
 
+Rule change (issue 22): the same ingredient ordered twice is a high duplicate (a double dose),
+whatever its class; two members of a class keep the class's curated severity. Six cells changed
+from DM to DH accordingly: abc-123 metformin and lisinopril, pat-005 lisinopril, pat-006
+sertraline, pat-010 methotrexate and pat-012 donepezil (each already on that drug). Class
+duplicates (losartan with lisinopril, simvastatin with atorvastatin, sertraline with
+escitalopram) stay DM. Brand and combination names are covered by ``generated_matrix``.
+
 Invariant: ``run_matrix`` only reads the two databases it is given, with every age taken on
 ``AS_OF``; it counts, it never raises for a wrong cell.
 """
@@ -36,7 +43,7 @@ DRUGS = (
     "methotrexate", "ciprofloxacin", "sertraline", "dofetilide", "oxcarbazepine", "diphenhydramine", "zorbitravine",
     "donepezil",
 )
-# Not among the 32 drugs of mcp_servers/data/knowledge/drugs.json ("zorbitravine" is made up).
+# Not among the 33 drugs of mcp_servers/data/knowledge/drugs.json ("zorbitravine" is made up).
 UNKNOWN_TO_DATA = {"cephalexin", "trimethoprim-sulfamethoxazole", "losartan", "codeine", "oxcarbazepine",
                    "diphenhydramine", "zorbitravine", "donepezil"}
 
@@ -51,8 +58,8 @@ MATRIX = {
         aspirin: GM
         warfarin: GM
         apixaban: RM
-        metformin: DM RM GL
-        lisinopril: DM RL
+        metformin: DH RM GL
+        lisinopril: DH RL
         losartan: UM DM RL
         simvastatin: IM DM
         tramadol: -
@@ -79,7 +86,7 @@ MATRIX = {
         warfarin: DH GM
         apixaban: IH DH
         metformin: GL
-        lisinopril: DM IM
+        lisinopril: DH IM
         losartan: UM DM
         simvastatin: -
         tramadol: -
@@ -114,7 +121,7 @@ MATRIX = {
         spironolactone: -
         methotrexate: -
         ciprofloxacin: -
-        sertraline: DM
+        sertraline: DH
         dofetilide: -
         oxcarbazepine: UM
         diphenhydramine: UM
@@ -191,7 +198,7 @@ MATRIX = {
         codeine: UM
         clarithromycin: -
         spironolactone: -
-        methotrexate: DM
+        methotrexate: DH
         ciprofloxacin: IH IM GL
         sertraline: GL
         dofetilide: -
@@ -225,7 +232,7 @@ MATRIX = {
         oxcarbazepine: UM
         diphenhydramine: UM GM
         zorbitravine: UM
-        donepezil: UM DM
+        donepezil: UM DH
     """,
     # William Anderson, 76: CKD stage 4 with eGFR 24; insulin glargine, amlodipine, furosemide
     # (metformin stopped); lisinopril allergy (angioedema, severe).

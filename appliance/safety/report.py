@@ -6,8 +6,13 @@ Invariants:
 - A report is never an empty "no conflicts" for a drug the gate could not check: an unknown or
   ambiguous drug, or an unavailable knowledge service, is itself a finding, and ``complete`` is
   False whenever a check did not run over everything it should have.
-- ``blocking`` means at least one high-severity finding. Headless use (``headless_decision``)
-  refuses a blocking report unless an override reason is given; the reason goes to the audit.
+- ``blocking`` means at least one high-severity finding; ``unchecked`` names what was not
+  checked (a drug or ingredient the local data does not know or cannot resolve, a knowledge
+  service or chart section that did not answer: unknown-drug and not-checked findings above
+  info). Headless use (``headless_decision``) refuses a report that is blocking or has anything
+  unchecked (``needs_override``) unless an override reason is given; the reason goes to the
+  audit. Info-level notes (a charted medication the interaction data lacks, whose curated class
+  rules still ran; a combination checked ingredient by ingredient) do not refuse.
 - Nothing here logs; the findings carry patient data (allergies, medications, labs) only for the
   approval dialog, the answer and the write's audit row.
 - An audit entry fitted to the record's bound (``fit_audit``) keeps every finding's kind,
@@ -25,10 +30,11 @@ SEVERITIES = ("high", "moderate", "low", "info")
 KINDS = ("allergy", "cross_reactivity", "interaction", "duplicate", "dose", "pregnancy", "renal", "age",
          "unknown_drug", "not_checked")
 # The checks a report records in ``checked``, in the order the formatted text names them.
-CHECKS = ("drug_data", "allergies", "interactions", "duplicates", "pregnancy", "renal", "age")
+CHECKS = ("drug_data", "allergies", "interactions", "duplicates", "pregnancy", "renal", "age", "dose")
 AUDIT_VERSION = 1
 MAX_OVERRIDE_REASON = 500
 UNKNOWN_DRUG_TEXT = "not checked: unknown to the local drug data"
+UNCHECKED_KINDS = ("unknown_drug", "not_checked")  # findings that say a check could not run
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,17 @@ class SafetyReport:
         return any(f.severity == "high" for f in self.findings)
 
     @property
+    def unchecked(self) -> list[str]:
+        """What was not checked, one line each (the unknown-drug and not-checked findings above
+        info): a headless run needs an override for these, like for a blocking report."""
+        return [f.text for f in self.findings if f.kind in UNCHECKED_KINDS and f.severity != "info"]
+
+    @property
+    def needs_override(self) -> bool:
+        """Blocking, or something unchecked: not written headless without an override reason."""
+        return self.blocking or bool(self.unchecked)
+
+    @property
     def complete(self) -> bool:
         return all(self.checked.get(c, False) for c in CHECKS)
 
@@ -103,6 +120,7 @@ class SafetyReport:
             "resolved": list(self.resolved),
             "ingredients": list(self.ingredients),
             "blocking": self.blocking,
+            "unchecked": self.unchecked,
             "complete": self.complete,
             "checked": dict(self.checked),
             "findings": [f.as_dict() for f in self.findings],
@@ -131,6 +149,7 @@ def fit_audit(entry: dict[str, Any], max_chars: int) -> dict[str, Any]:
 _CHECK_WORDS = {
     "drug_data": "the local drug data", "allergies": "allergies", "interactions": "interactions",
     "duplicates": "duplicate therapy", "pregnancy": "pregnancy", "renal": "renal function", "age": "age",
+    "dose": "dose and frequency",
 }
 
 
@@ -151,25 +170,31 @@ def headless_decision(report: SafetyReport, override: str | None = None, *,
                       how_to_override: str = "give an explicit override with a reason") -> GateDecision:
     """Whether a prescription may run without a clinician at the screen (``ask --approve-writes``).
 
-    A blocking report is refused unless ``override`` gives a reason; the reason is kept in the
-    audit entry. A report without high findings runs, and its findings are still audited.
-    ``how_to_override`` names the caller's override option in the refusal."""
+    A report that is blocking or has anything unchecked (``needs_override``) is refused unless
+    ``override`` gives a reason; the reason is kept in the audit entry. Any other report runs,
+    and its findings are still audited. ``how_to_override`` names the caller's override option in
+    the refusal."""
     reason = override_reason(override)
-    if not report.blocking:
+    if not report.needs_override:
         return GateDecision(True, "", report.to_audit(reason))
-    high = "; ".join(f.text.rstrip(". ") for f in report.by_severity("high"))
+    high = [f.text.rstrip(". ") for f in report.by_severity("high")]
+    unchecked = [t.rstrip(". ") for t in report.unchecked if t.rstrip(". ") not in high]
+    parts = [f"unresolved high-severity safety finding(s): {'; '.join(high)}"] if high else []
+    if unchecked:
+        parts.append(f"it could not be fully checked: {'; '.join(unchecked)}")
+    what = ". ".join(parts)
     if reason is None:
         return GateDecision(
             False,
-            f"Prescription of '{report.drug}' refused: unresolved high-severity safety finding(s): {high}. "
+            f"Prescription of '{report.drug}' refused: {what}. "
             f"Prescribe it from the clinic terminal, or {how_to_override} (the reason is audited).",
             report.to_audit(None),
         )
-    return GateDecision(True, f"Safety finding(s) overridden for '{report.drug}': {high}. Reason recorded: {reason}",
+    return GateDecision(True, f"Safety finding(s) overridden for '{report.drug}': {what}. Reason recorded: {reason}",
                         report.to_audit(reason))
 
 
 __all__ = [
-    "AUDIT_VERSION", "CHECKS", "KINDS", "MAX_OVERRIDE_REASON", "SEVERITIES", "UNKNOWN_DRUG_TEXT", "Finding",
-    "GateDecision", "SafetyReport", "fit_audit", "headless_decision", "override_reason", "sort_findings",
+    "AUDIT_VERSION", "CHECKS", "KINDS", "MAX_OVERRIDE_REASON", "SEVERITIES", "UNCHECKED_KINDS", "UNKNOWN_DRUG_TEXT",
+    "Finding", "GateDecision", "SafetyReport", "fit_audit", "headless_decision", "override_reason", "sort_findings",
 ]

@@ -24,8 +24,9 @@ DEADLINE = 30.0
 REASON = "tolerated amoxicillin since 2020, allergy delabelled"
 AMOXICILLIN = {"patient_id": "pat-006", "medication_name": "amoxicillin", "dosage": "500 mg",  # penicillin allergy
                "frequency": "three times daily", "notes": None}
-SITAGLIPTIN = {"patient_id": "abc-123", "medication_name": "sitagliptin", "dosage": "50 mg",  # eGFR 42: moderate
-               "frequency": "once daily", "notes": None}
+# Known to the local drug data, its dose within the label's, eGFR 42: a moderate renal finding only.
+APIXABAN = {"patient_id": "abc-123", "medication_name": "apixaban", "dosage": "5 mg",
+            "frequency": "twice daily", "notes": None}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def orders(path, patient: str, drug: str) -> int:
 
 
 def test_an_approved_prescription_keeps_its_findings_and_the_decision_in_its_audit_row(tools, ehr_db):
-    result = prescribe(tools, SITAGLIPTIN, signed_by(HeadlessApprover(), "dr.a"))
+    result = prescribe(tools, APIXABAN, signed_by(HeadlessApprover(), "dr.a"))
     assert result.error_type is None
     (row,) = trail(ehr_db, "abc-123")
     assert row["tool"] == "prescribe_medication" and row["result"]["id"] == result.result["id"]

@@ -1,5 +1,5 @@
-"""Fixtures for the safety-gate tests: the real demo EHR and knowledge databases, built once per
-module in a temporary data home, and charts read on a fixed date so ages do not drift."""
+"""Fixtures for the safety-gate tests: the real demo EHR, knowledge and UMLS databases, built once
+per module in a temporary data home, and charts read on a fixed date so ages do not drift."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from appliance.safety.matrix import AS_OF  # the demo file's "as_of" date: every
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+from mcp_servers.umls_store import ensure_database as ensure_umls
 
 
 @pytest.fixture(scope="module")
@@ -17,12 +18,21 @@ def data_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     ensure_ehr(home / "ehr.sqlite")
     ensure_knowledge(home / "knowledge.sqlite")
+    ensure_umls(home / "umls.sqlite")
     return home
 
 
 @pytest.fixture(scope="module")
 def knowledge(data_home):
     store = StoreKnowledge(data_home / "knowledge.sqlite")
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def umls_knowledge(data_home):
+    """The knowledge lookups with the UMLS subset's synonyms (``drug_synonym``)."""
+    store = StoreKnowledge(data_home / "knowledge.sqlite", data_home / "umls.sqlite")
     yield store
     store.close()
 

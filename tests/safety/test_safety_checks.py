@@ -158,8 +158,8 @@ def test_medications_unknown_to_the_data_are_said_to_be_unchecked(knowledge):
 
 # -- duplicates ------------------------------------------------------------------------------
 @pytest.mark.parametrize("drug, med, expected", [
-    ("metformin", "Metformin ER", ("duplicate", "moderate")),
-    ("Glucophage", "Metformin", ("duplicate", "moderate")),
+    ("metformin", "Metformin ER", ("duplicate", "high")),  # the same ingredient twice: a double dose
+    ("Glucophage", "Metformin", ("duplicate", "high")),
     ("warfarin", "Warfarin", ("duplicate", "high")),  # same anticoagulant: high
     ("apixaban", "Rivaroxaban", ("duplicate", "high")),  # two anticoagulants
     ("clopidogrel", "Ticagrelor", ("duplicate", "high")),
@@ -168,8 +168,8 @@ def test_medications_unknown_to_the_data_are_said_to_be_unchecked(knowledge):
     ("losartan", "Lisinopril", ("duplicate", "moderate")),  # dual renin-angiotensin blockade
     ("simvastatin", "Atorvastatin", ("duplicate", "moderate")),
     ("sertraline", "Duloxetine", ("duplicate", "moderate")),
-    ("albuterol", "Albuterol inhaler", ("duplicate", "moderate")),
-    ("donepezil", "Donepezil", ("duplicate", "moderate")),  # unknown to every table: by name
+    ("albuterol", "Albuterol inhaler", ("duplicate", "high")),
+    ("donepezil", "Donepezil", ("duplicate", "high")),  # unknown to the data: by ingredient name
     ("amlodipine", "Metoprolol", None),
 ])
 def test_duplicates(drug, med, expected, knowledge):
@@ -181,7 +181,7 @@ def test_duplicates(drug, med, expected, knowledge):
 def test_duplicate_by_rxnorm_code_under_an_unusual_name(knowledge):
     med = {"medication_name": "GLU-500 tabs", "rxnorm_code": "6809", "status": "active"}
     report = check_prescription("metformin", make_chart(meds=[med]), knowledge)
-    assert ("duplicate", "moderate") in codes(report)
+    assert ("duplicate", "high") in codes(report)  # the same ingredient twice
 
 
 # -- pregnancy -------------------------------------------------------------------------------

@@ -77,9 +77,24 @@ def test_headless_override_with_a_reason_runs_and_is_audited(knowledge):
 
 
 def test_headless_runs_without_high_findings_and_still_audits_them(knowledge):
-    report = check_prescription("zorbitravine", make_chart(40), knowledge)
+    report = check_prescription("apixaban", make_chart(40, labs=[("62238-1", "eGFR", 42)]), knowledge)
+    assert not report.needs_override and report.findings[0].severity == "moderate"
     decision = headless_decision(report)
-    assert decision.allowed and decision.audit["findings"][0]["kind"] == "unknown_drug"
+    assert decision.allowed and decision.audit["findings"][0]["kind"] == "renal"
+
+
+def test_headless_refuses_what_was_not_checked_unless_overridden(knowledge):
+    """Nothing unchecked is written quietly: a drug unknown to the local data needs an override."""
+    report = check_prescription("zorbitravine", make_chart(40), knowledge)
+    assert not report.blocking and report.unchecked and UNKNOWN_DRUG_TEXT in report.unchecked[0]
+    decision = headless_decision(report, None, how_to_override="pass --override-safety REASON")
+    assert not decision.allowed and "not checked" in decision.message and "zorbitravine" in decision.message
+    assert "--override-safety REASON" in decision.message and decision.audit["unchecked"] == report.unchecked
+    allowed = headless_decision(report, "compounded by pharmacy, checked by hand")
+    assert allowed.allowed and allowed.audit["override_reason"] == "compounded by pharmacy, checked by hand"
+    approval = HeadlessApprover("checked by hand")("prescribe_medication", {}, report)
+    assert approval.approved and approval.override_reason == "checked by hand"
+    assert not HeadlessApprover()("prescribe_medication", {}, report).approved
 
 
 def test_the_headless_approval_carries_an_override_reason_only_for_a_blocking_report(knowledge):

@@ -98,7 +98,9 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         await pilot.press("ctrl+y")
         await settle(pilot)
         assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
-        assert texts(app)[-1] == "Done: the record was updated."
+        assert texts(app)[-1].endswith("Done: the record was updated.")
+        if tool == "prescribe_medication":  # the safety check's findings lead the answer, as in `ask`
+            assert texts(app)[-1].startswith("Medication safety check: metformin 500 mg twice daily for abc-123")
         assert model.pending() == {}
         # after a successful write to the open patient, the chart is reloaded
         assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * (2 + len(gate))
