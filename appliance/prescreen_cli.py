@@ -4,9 +4,12 @@ Invariants:
 - The chart is read before the model loads, so an unknown or malformed patient ID fails at
   once with one line and exit 2 (``PrescreenError`` is an ``ApplianceError``, turned into the
   message and exit code by ``appliance.cli``).
-- ``--json`` prints one object: ``{"patient_facts": ..., "trials": [...], ...}``; otherwise the
-  text report of ``prescreen.run.render_text``. Progress goes to stderr (a terminal only), so
-  stdout stays the result.
+- ``--json`` prints one object: ``{"patient_facts": ..., "trials": [...], ...}``, each
+  criterion with ``decided_by`` ("code" or "model") and the ``cited_facts`` it rests on;
+  otherwise the text report of ``prescreen.run.render_text`` (verdicts first, the disclaimer
+  once). Progress goes to stderr (a terminal only), so stdout stays the result.
+- ``--as-of DATE`` reads dated criteria ("within 3 months") against that day instead of today
+  (the demo record is written as of 2026-11-01).
 - ``--script FILE`` replaces the model with a scripted one (keys ``PRESCREEN_SEARCH``,
   ``CRITERION_INCLUSION``, ``CRITERION_EXCLUSION``; optional ``tools`` outcomes, as ``ask --script``).
 - ``appliance eval trialgpt [FILE]`` checks the annotation file (or the run directory it
@@ -32,7 +35,9 @@ def register(sub) -> None:
                                                        "active problems, then the model's proposals)")
     p.add_argument("--max-trials", type=int, default=5, metavar="N", help="trials to judge (1-20, default 5)")
     p.add_argument("--status", choices=STATUSES, default="recruiting", help="trial status to search (default recruiting)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: patient_facts, trials, search, stats")
+    p.add_argument("--json", action="store_true", help="print one JSON object: patient_facts, trials (each criterion "
+                                                       "with decided_by and cited_facts), search, stats")
+    p.add_argument("--as-of", metavar="YYYY-MM-DD", help="the day dated criteria are read against (default: today)")
     p.add_argument("--model", help="model profile (default: gemma3-270m)")
     p.add_argument("--script", help="JSON file of scripted model outputs (and optional tool outcomes)")
     p.set_defaults(func=cmd_prescreen)
@@ -50,6 +55,7 @@ def cmd_prescreen(args: argparse.Namespace) -> int:
     script = load_script(args.script, [PROPOSE_NODE, *NODES.values(), "tools"]) if args.script else None
     if not 1 <= args.max_trials <= MAX_TRIALS_LIMIT:
         raise PrescreenBadArguments(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
+    today = _as_of(args.as_of, PrescreenBadArguments)
     real = MCPToolBox()
     with real:
         tools = real
@@ -63,11 +69,22 @@ def cmd_prescreen(args: argparse.Namespace) -> int:
         try:
             result = run_prescreen(model, tools, args.patient_id, condition=args.condition,
                                    max_trials=args.max_trials, status=args.status,
-                                   deadline=settings.tool_deadline_seconds, progress=bar.note)
+                                   deadline=settings.tool_deadline_seconds, progress=bar.note, today=today)
         finally:
             bar.close()
     print(json.dumps(result.to_json(), indent=2) if args.json else render_text(result))
     return 0
+
+
+def _as_of(text: str | None, error):
+    if not text:
+        return None
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise error(f"--as-of must be a date as YYYY-MM-DD, not {text!r}") from None
 
 
 def _model(settings, script: dict | None):

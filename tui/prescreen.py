@@ -10,6 +10,10 @@ Invariants:
   only once the model and the clinical data services are up; otherwise a notice says why.
 - The worker never touches widgets; progress ("NCT01234567: criterion 3 of 12") comes as
   ``PrescreenProgress`` and is shown in the waiting message.
+- The answer opens with the verdicts (``render_text``), and when it is shown
+  (``PrescreenShown``, posted after the turn's ``TurnFinished``) the conversation scrolls so its
+  top, the verdicts, is in view: the patient facts follow below, a scroll away.
+- The disclaimer is shown once, as the answer's footnote (``render_text`` leaves it out).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from dataclasses import dataclass, field
 from textual import work
 from textual.message import Message
 
+from appliance.prescreen.run import DISCLAIMER
+
 TUI_MAX_TRIALS = 3
-FOOTNOTE = "Automated prescreen against the chart: confirm every criterion with the full record and the trial team."
+FOOTNOTE = DISCLAIMER
 
 
 class PrescreenProgress(Message):
@@ -29,6 +35,15 @@ class PrescreenProgress(Message):
         super().__init__()
         self.turn_id = turn_id
         self.text = text
+
+
+class PrescreenShown(Message):
+    """The prescreen turn's answer has been handed to the conversation (its ``TurnFinished``
+    came first): bring its top into view."""
+
+    def __init__(self, turn_id: int) -> None:
+        super().__init__()
+        self.turn_id = turn_id
 
 
 @dataclass
@@ -39,6 +54,7 @@ class PrescreenAnswer:
     kind: str = "answer"
     disclaimer: str | None = FOOTNOTE
     trace: list = field(default_factory=list)
+    safety: list = field(default_factory=list)  # a prescreen writes nothing: no safety findings
 
 
 class PrescreenHandling:
@@ -56,6 +72,7 @@ class PrescreenHandling:
         name = ((self.chart or {}).get("patient") or {}).get("name")
         question = f"Prescreen {name + ' (' + self.patient_id + ')' if name else self.patient_id} for clinical trials"
         turn = self._new_turn(question, "Prescreening: reading the chart…")
+        self._prescreen_replies = {**getattr(self, "_prescreen_replies", {}), turn.id: turn.reply}
         self._begin(turn)
         self._run_prescreen(turn.id, turn.patient_id, turn.cancel)
 
@@ -69,11 +86,19 @@ class PrescreenHandling:
                 deadline=self.settings.tool_deadline_seconds, cancel=cancel,
                 progress=lambda text: self.post_message(PrescreenProgress(turn_id, text)),
             )
-            return PrescreenAnswer(render_text(result))
+            return PrescreenAnswer(render_text(result, disclaimer=False))
 
         self._post_outcome(turn_id, cancel, prescreen)
+        self.post_message(PrescreenShown(turn_id))
 
     def on_prescreen_progress(self, message: PrescreenProgress) -> None:
         turn = self._current(message.turn_id)
         if turn is not None and not turn.cancel.is_set():
             turn.reply.show(f"Prescreening: {message.text}…")
+
+    def on_prescreen_shown(self, message: PrescreenShown) -> None:
+        reply = getattr(self, "_prescreen_replies", {}).pop(message.turn_id, None)
+        if reply is None or not reply.is_attached or reply.kind != "answer":
+            return  # cancelled, failed or cleared: nothing to bring into view
+        chat = self.main.chat
+        chat.call_after_refresh(chat.scroll_to_widget, reply, animate=False, top=True)

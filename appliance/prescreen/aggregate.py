@@ -11,6 +11,10 @@ exclusion criterion:
 (Seed 004 calls a present exclusion condition "MET"; that word is not used here.)
 
 Invariants (pure functions; tested as a truth table):
+- A criterion counts as failed only on a code decision (``judged_by: code``) or on a model
+  judgement that cites a fact (``evaluate`` keeps only cited facts that concern the criterion);
+  a failed judgement with neither counts as unknown. So EXCLUDED and NOT_ELIGIBLE always rest on
+  code or on a cited, relevant fact.
 - Rules, first match wins: an inclusion criterion failed -> NOT_ELIGIBLE; an exclusion
   condition present -> EXCLUDED; every inclusion passed and every exclusion passed (with at
   least one criterion judged) -> ELIGIBLE; otherwise UNCERTAIN, with every unknown criterion as
@@ -47,15 +51,23 @@ class CriterionJudgement:
     note: str | None = None  # what code changed or noticed (a clipped text, a verdict without evidence)
     seconds: float = 0.0
     model_verdict: Standing | None = None  # the model's own answer, before code's checks (model judgements)
+    irrelevant_citations: tuple[str, ...] = ()  # cited facts that do not concern the criterion (model judgements)
+
+    @property
+    def decisive(self) -> bool:
+        """Whether a failed standing may stand: decided by code, or resting on a cited fact."""
+        return self.judged_by == "code" or bool(self.cited)
 
     def to_json(self) -> dict:
         out = {
             "type": self.criterion_type, "criterion": self.criterion, "verdict": self.verdict,
             "exclusion_condition": self.exclusion_condition, "cited_facts": list(self.cited),
-            "reason": self.reason, "judged_by": self.judged_by,
+            "reason": self.reason, "judged_by": self.judged_by, "decided_by": self.judged_by,
         }
         if self.rejected_citations:
             out["rejected_citations"] = list(self.rejected_citations)
+        if self.irrelevant_citations:
+            out["irrelevant_citations"] = list(self.irrelevant_citations)
         if self.note:
             out["note"] = self.note
         return out
@@ -99,10 +111,12 @@ def question_for(j: CriterionJudgement) -> str:
 
 def aggregate(judgements: Sequence[CriterionJudgement]) -> TrialVerdict:
     """The trial's verdict by the rules of the module docstring."""
-    failed = tuple(i for i, j in enumerate(judgements) if j.criterion_type == "inclusion" and j.verdict == "fails")
-    present = tuple(i for i, j in enumerate(judgements)
-                    if j.criterion_type == "exclusion" and (j.exclusion_condition == "present" or j.verdict == "fails"))
-    unknown = tuple(i for i, j in enumerate(judgements) if j.verdict == "unknown")
+    failed = tuple(i for i, j in enumerate(judgements)
+                   if j.criterion_type == "inclusion" and j.verdict == "fails" and j.decisive)
+    present = tuple(i for i, j in enumerate(judgements) if j.criterion_type == "exclusion" and j.decisive
+                    and (j.exclusion_condition == "present" or j.verdict == "fails"))
+    unknown = tuple(i for i, j in enumerate(judgements)
+                    if j.verdict == "unknown" or (j.verdict == "fails" and not j.decisive))
     inclusions = sum(1 for j in judgements if j.criterion_type == "inclusion")
     exclusions = len(judgements) - inclusions
     if failed:

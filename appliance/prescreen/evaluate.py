@@ -19,6 +19,13 @@ Invariants:
 - Citations are checked by code: an id the patient's facts do not hold is dropped and listed
   in ``rejected_citations``. With ``require_citation`` (the prescreen's default) a yes/no answer
   that cites no existing fact counts as unknown, and the note says why.
+- For the prescreen's facts, a cited fact that does not concern the criterion, or cannot point
+  the way the answer does (``relevance.supports``: an allergy cited for a pregnancy criterion,
+  "no allergies recorded" cited for an allergy that is present) is dropped and listed in
+  ``irrelevant_citations``; a yes/no answer left with no supporting fact counts as unknown. So
+  a model judgement that fails a criterion always rests on a cited fact about it.
+- The prescreen asks the model only about criteria code does not decide (``decide``); the
+  model's system text is the same either way.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from appliance.llm.base import LanguageModel
 from appliance.llm.prompt import Message
 from appliance.prescreen.aggregate import CriterionJudgement, CriterionType, standing_for
 from appliance.prescreen.facts import PatientFacts
+from appliance.prescreen.relevance import supports
 
 NODES = {"inclusion": "CRITERION_INCLUSION", "exclusion": "CRITERION_EXCLUSION"}
 TEMPERATURE = 0.0
@@ -97,6 +105,7 @@ class Evidence:
     ids: frozenset[str]
     label: str  # how the prompt introduces it
     note: str | None = None  # shortened, and how
+    facts: PatientFacts | None = None  # the prescreen's facts, whose citations code checks for relevance
 
 
 _NUMBERED = re.compile(r"(?m)^\s*(\d{1,3})\.\s+\S")
@@ -121,7 +130,7 @@ def evidence_of(patient: PatientFacts | Evidence | str) -> Evidence:
     if isinstance(patient, Evidence):
         return patient
     if isinstance(patient, PatientFacts):
-        return Evidence(patient.text(), patient.ids(), "Patient facts (cite their ids)")
+        return Evidence(patient.text(), patient.ids(), "Patient facts (cite their ids)", facts=patient)
     return note_evidence(str(patient))
 
 
@@ -193,6 +202,17 @@ def judge(call: CriterionCall, out: InclusionAnswer | ExclusionAnswer, *, requir
             cited.append(key)
     model_verdict = standing_for(call.criterion_type, answer)[0]
     notes = [n for n in (call.clipped, call.evidence.note) if n]
+    irrelevant: list[str] = []
+    if call.evidence.facts is not None and cited:
+        by_id = {f.id: f for f in call.evidence.facts.facts}
+        irrelevant = [c for c in cited if not supports(by_id[c], call.criterion, call.criterion_type, answer)] \
+            if answer != "unknown" else []
+        cited = [c for c in cited if c not in irrelevant]
+        if answer != "unknown" and irrelevant and not cited:
+            shown = "; ".join(f"{c} ({_short(by_id[c].text)})" for c in irrelevant)
+            notes.append(f"the model answered '{answer}' citing {shown}, which does not show that for this "
+                         "criterion: counted as unknown")
+            answer = "unknown"
     if require_citation and answer != "unknown" and not cited:
         notes.append(f"the model answered '{answer}' without citing a fact the record holds: counted as unknown")
         answer = "unknown"
@@ -201,7 +221,12 @@ def judge(call: CriterionCall, out: InclusionAnswer | ExclusionAnswer, *, requir
         criterion=call.criterion, criterion_type=call.criterion_type, verdict=verdict, exclusion_condition=presence,
         cited=tuple(cited), reason=out.reason.strip(), judged_by="model", rejected_citations=tuple(rejected),
         note="; ".join(notes) or None, seconds=round(seconds, 3), model_verdict=model_verdict,
+        irrelevant_citations=tuple(irrelevant),
     )
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
 
 
 def evaluate_criterion(

@@ -4,11 +4,18 @@ criterion -> a verdict per trial -> ranked trials, each explained.
 Invariants:
 - Every tool call goes through the ``ToolBox`` (the same MCP servers the agent uses); the
   calls are bounded: one chart read, at most ``max_searches`` searches, at most ``max_trials``
-  detail reads. The model is called once per search proposal and once per criterion.
-- The age and sex a trial takes are checked by code against the chart (``judged_by: code``);
-  every other criterion is judged by the model, one at a time (``evaluate.evaluate_criterion``).
-- The verdicts are ``aggregate``'s rules, never the model's; the result shows the patient facts
-  used, every search made and why it stopped, and every criterion with its citations.
+  detail reads. The model is called once per search proposal and once per criterion code does
+  not decide.
+- Code decides first: the age and sex a trial takes (its structured limits), then every
+  criterion the chart's structured facts decide (``decide``: age, sex, pregnancy, labs with
+  units and dates, listed conditions with onsets, current therapy), as of ``today``. The model
+  judges only the rest, one at a time (``evaluate.evaluate_criterion``), and its judgements keep
+  only cited facts that concern the criterion. Each criterion says who decided it
+  (``decided_by``).
+- The verdicts are ``aggregate``'s rules, never the model's; the result shows the verdicts
+  first, then every criterion with its citations, the patient facts used and every search made
+  (in clinical words) and why it stopped. The disclaimer is printed once (the terminal shows it
+  as the answer's footnote instead).
 - Expected failures are ``PrescreenError``s with a clinician-safe message: an unknown patient is
   ``PrescreenPatientNotFound``, unusable arguments ``PrescreenBadArguments`` (the CLI's exit 2).
   A cancelled run raises ``GenerationCancelled``.
@@ -19,11 +26,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
 from typing import Callable
 
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel
 from appliance.prescreen.aggregate import CriterionJudgement, TrialVerdict, aggregate, rank_key
+from appliance.prescreen.decide import decide_criterion
 from appliance.prescreen.evaluate import evaluate_criterion
 from appliance.prescreen.facts import PatientFacts, build_facts
 from appliance.prescreen.search import MAX_SEARCHES, SearchOutcome, find_candidates
@@ -130,12 +139,37 @@ def code_criteria(facts: PatientFacts, details: dict) -> list[CriterionJudgement
     return out
 
 
+def judge_trial(model: LanguageModel, facts: PatientFacts, details: dict, today: date, *,
+                cancel: threading.Event | None = None, progress: Progress = None) -> tuple[list[CriterionJudgement], int]:
+    """Every criterion of one trial (``get_trial_details``' result): code first (the trial's age
+    and sex limits, then ``decide``), the model for the rest. Returns the judgements, in the
+    trial's order, and the number of model calls made."""
+    say = progress or (lambda _m: None)
+    judgements = code_criteria(facts, details)
+    criteria = [("inclusion", c) for c in details.get("inclusion_criteria") or []]
+    criteria += [("exclusion", c) for c in details.get("exclusion_criteria") or []]
+    calls = 0
+    for i, (kind, text) in enumerate(criteria, 1):
+        decided = decide_criterion(facts, text, kind, today)
+        if decided is not None:
+            judgements.append(decided)
+            continue
+        say(f"criterion {i} of {len(criteria)}")
+        _check(cancel)
+        judgements.append(evaluate_criterion(model, facts, text, kind, cancel=cancel))
+        calls += 1
+    return judgements, calls
+
+
 def run_prescreen(
     model: LanguageModel, tools: ToolBox, patient_id: str, *, condition: str | None = None,
     max_trials: int = DEFAULT_MAX_TRIALS, max_searches: int = MAX_SEARCHES, status: str = "recruiting",
     deadline: float = 10.0, progress: Progress = None, cancel: threading.Event | None = None,
+    today: date | None = None,
 ) -> PrescreenResult:
-    """Prescreen one patient (see the module docstring)."""
+    """Prescreen one patient (see the module docstring); ``today`` is the date criteria with
+    dates ("within 3 months") are read against (default: today, UTC)."""
+    today = today or datetime.now(timezone.utc).date()
     if not 1 <= max_trials <= MAX_TRIALS_LIMIT:
         raise PrescreenBadArguments(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
     say = progress or (lambda _m: None)
@@ -159,21 +193,18 @@ def run_prescreen(
                                        details_error=outcome.error_type))
             continue
         details = outcome.result or {}
-        judgements = code_criteria(facts, details)
-        criteria = [("inclusion", c) for c in details.get("inclusion_criteria") or []]
-        criteria += [("exclusion", c) for c in details.get("exclusion_criteria") or []]
-        for i, (kind, text) in enumerate(criteria, 1):
-            say(f"{candidate.nct_id}: criterion {i} of {len(criteria)}")
-            _check(cancel)
-            judgements.append(evaluate_criterion(model, facts, text, kind, cancel=cancel))
-            model_calls += 1
+        judgements, calls = judge_trial(model, facts, details, today, cancel=cancel,
+                                        progress=lambda text: say(f"{candidate.nct_id}: {text}"))
+        model_calls += calls
         results.append(TrialResult(candidate.nct_id, details.get("title") or summary.get("title", ""),
                                    details.get("status"), aggregate(judgements), judgements, rank,
                                    demo_record=bool(details.get("demo_record"))))
     results.sort(key=lambda t: rank_key(t.verdict, t.search_rank))
+    judged = [j for t in results for j in t.judgements]
     stats = {"seconds": round(time.perf_counter() - started, 2), "model_calls": model_calls,
              "tool_calls": 1 + len(search.calls) + len(search.candidates),
-             "criteria_judged": sum(len(t.judgements) for t in results)}
+             "criteria_judged": len(judged), "decided_by_code": sum(j.judged_by == "code" for j in judged),
+             "decided_by_model": sum(j.judged_by == "model" for j in judged), "as_of": today.isoformat()}
     return PrescreenResult(facts, results, search, condition, stats)
 
 
@@ -184,42 +215,73 @@ def _check(cancel: threading.Event | None) -> None:
 
 # -- text output ------------------------------------------------------------------------------
 MARKS = {"passes": "+", "fails": "x", "unknown": "?"}
+SEARCH_ERRORS = {"not_found": "no matching trial in the local cache", "timeout": "the trial search timed out",
+                 "invalid_args": "the search terms were refused", "server_error": "the trial search failed"}
 
 
-def render_text(result: PrescreenResult, *, criteria: bool = True) -> str:
-    """The result for a clinician: the facts used, the ranked trials with their explanations,
-    the questions to resolve and (``criteria``) every criterion judged."""
+def search_line(call, asked: str | None = None) -> str:
+    """One search in a clinician's words: what was searched, why, and what it found
+    ("Asthma (from the problem list, recruiting trials): no matching trial in the local cache")."""
+    args = call.args
+    why = ("as asked" if asked else "from the problem list") if call.source == "code" else "proposed by the model"
+    what = f"{args['condition']} ({why}"
+    if args.get("status") and args["status"] != "any":
+        what += f", {args['status']} trials"
+    what += ")"
+    if not call.ok:
+        return f"{what}: {SEARCH_ERRORS.get(call.error_type or '', 'the trial search failed')}"
+    found = f"{call.found} trial{'s' if call.found != 1 else ''}"
+    return f"{what}: {found}" + (f", {call.new} new" if call.new != call.found else "")
+
+
+def _trial_lines(i: int, t: TrialResult, criteria: bool) -> list[str]:
+    lines = [f"{i}. {t.verdict.verdict.replace('_', ' ')}  {t.nct_id}  {t.title}"
+             + (f" [{t.status}]" if t.status else "") + (" (demo record)" if t.demo_record else ""),
+             f"   {t.verdict.explanation}"]
+    if t.details_error:
+        lines.append(f"   The trial's details could not be read ({SEARCH_ERRORS.get(t.details_error, t.details_error)}).")
+    if t.verdict.questions:
+        lines.append("   To resolve:")
+        lines += [f"   - {q}" for q in t.verdict.questions]
+    if criteria:
+        for j in t.judgements:
+            exclusion = f" (condition {j.exclusion_condition})" if j.exclusion_condition else ""
+            cited = f" [{', '.join(j.cited)}]" if j.cited else ""
+            lines.append(f"   {MARKS[j.verdict]} {j.criterion_type}{exclusion}, decided by {j.judged_by}: "
+                         f"{j.criterion}{cited}" + (f" - {j.reason}" if j.reason else "")
+                         + (f" ({j.note})" if j.note else ""))
+    return lines
+
+
+def render_text(result: PrescreenResult, *, criteria: bool = True, disclaimer: bool = True) -> str:
+    """The result for a clinician: the verdicts first (one line per trial), then each trial with
+    its explanation, questions and (``criteria``) every criterion judged, then the patient facts
+    used and the searches made; the disclaimer last, once (``disclaimer=False`` leaves it to the
+    caller, as the terminal shows it apart)."""
     f = result.facts
     lines = [f"Prescreen for {f.name or f.patient_id} ({f.patient_id})"
-             + (" - synthetic demo record" if f.synthetic_demo_record else ""),
-             "", "Patient facts used:"]
-    lines += [f"  {fact.line()}" for fact in f.facts]
-    lines += [f"  (trimmed: {note})" for note in f.trimmed]
-    searched = "; ".join(f"'{c.args['condition']}' ({c.source}): {c.found if c.ok else c.error_type}"
-                         for c in result.search.calls) or "none"
-    lines += ["", f"Searches: {searched}. Stopped: {result.search.stop_reason}."]
+             + (" - synthetic demo record" if f.synthetic_demo_record else "")]
     if not result.trials:
         lines += ["", "No candidate trials were found in the local trial cache."]
+    else:
+        lines += ["", "Verdicts:"]
+        lines += [f"  {i}. {t.verdict.verdict.replace('_', ' ')}  {t.nct_id}  {t.title}"
+                  for i, t in enumerate(result.trials, 1)]
     for i, t in enumerate(result.trials, 1):
-        lines += ["", f"{i}. {t.verdict.verdict.replace('_', ' ')}  {t.nct_id}  {t.title}"
-                  + (f" [{t.status}]" if t.status else "") + (" (demo record)" if t.demo_record else ""),
-                  f"   {t.verdict.explanation}"]
-        if t.details_error:
-            lines.append(f"   The trial's details could not be read ({t.details_error}).")
-        if t.verdict.questions:
-            lines.append("   To resolve:")
-            lines += [f"   - {q}" for q in t.verdict.questions]
-        if criteria:
-            for j in t.judgements:
-                exclusion = f" (condition {j.exclusion_condition})" if j.exclusion_condition else ""
-                cited = f" [{', '.join(j.cited)}]" if j.cited else ""
-                lines.append(f"   {MARKS[j.verdict]} {j.criterion_type}{exclusion}: {j.criterion}{cited}"
-                             + (f" - {j.reason}" if j.reason else "") + (f" ({j.note})" if j.note else ""))
+        lines += [""] + _trial_lines(i, t, criteria)
+    lines += ["", "Patient facts used:"]
+    lines += [f"  {fact.line()}" for fact in f.facts]
+    lines += [f"  (trimmed: {note})" for note in f.trimmed]
+    searched = "; ".join(search_line(c, result.condition) for c in result.search.calls) or "none"
+    lines += ["", f"Searches: {searched}. Stopped: {result.search.stop_reason}."]
     stats = result.stats
-    lines += ["", f"{stats.get('criteria_judged', 0)} criteria judged, {stats.get('model_calls', 0)} model calls, "
-              f"{stats.get('tool_calls', 0)} tool calls, {stats.get('seconds', 0)} s.", DISCLAIMER]
+    lines += ["", f"{stats.get('criteria_judged', 0)} criteria judged ({stats.get('decided_by_code', 0)} decided by "
+              f"code from the chart, {stats.get('decided_by_model', 0)} by the model), {stats.get('model_calls', 0)} "
+              f"model calls, {stats.get('tool_calls', 0)} tool calls, {stats.get('seconds', 0)} s."]
+    if disclaimer:
+        lines.append(DISCLAIMER)
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_MAX_TRIALS", "PrescreenBadArguments", "PrescreenError", "PrescreenPatientNotFound", "PrescreenResult", "TrialResult",
-           "code_criteria", "read_facts", "render_text", "run_prescreen"]
+__all__ = ["DEFAULT_MAX_TRIALS", "DISCLAIMER", "PrescreenBadArguments", "PrescreenError", "PrescreenPatientNotFound",
+           "PrescreenResult", "TrialResult", "code_criteria", "judge_trial", "read_facts", "render_text", "run_prescreen", "search_line"]

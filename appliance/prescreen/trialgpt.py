@@ -18,6 +18,16 @@ Invariants (evaluations as data):
   prescreen would show); the run goes on. The metrics say how many rows failed.
 - The product's citation rule applies (a yes/no that cites no sentence of the note counts as
   unknown); the figures without it are reported beside, from the model's own answers.
+- Code decides first, as in the prescreen: what code reads from the note (its age and sex,
+  ``subject.from_note``) settles the criteria ``decide.decide_note`` reads whole, with no model
+  call. Each row records ``decided_by`` (``code``, ``model`` or ``no_criterion``) and the
+  figures are given for each share beside the whole (with GPT-4's on the same rows).
+- A row whose criterion is null or empty (a trial that lists no criteria of that type; the
+  experts label it "not excluded") is scored as the published figures score every row of the
+  file: it counts, with the experts' label. Nothing can fail a criterion that is not there, so
+  it is predicted ``passes`` (``decided_by: no_criterion``), and such rows are counted
+  (``null_criterion_rows``); the figures without them are reported too (seed 004's harness
+  drops them).
 """
 
 from __future__ import annotations
@@ -33,8 +43,9 @@ from typing import Callable
 
 from appliance.errors import ApplianceError, GenerationError
 from appliance.llm.base import LanguageModel
-from appliance.prescreen import evaluate
+from appliance.prescreen import decide, evaluate
 from appliance.prescreen.metrics import agreement, overlap
+from appliance.prescreen.subject import Subject, from_note
 from common.json_files import read_json
 from common.locations import PROJECT_ROOT
 
@@ -50,7 +61,8 @@ PROMPT_VERSION = "criterion-" + hashlib.sha256(json.dumps(
      evaluate.MAX_CRITERION_CHARS, evaluate.MAX_NOTE_CHARS]).encode()).hexdigest()[:12]
 GROUP = 8  # rows evaluated (and written) together, at least (more when --parallel is larger)
 # config.json keys a resumed run must share with the run it continues
-SAME_SETUP = ("data_sha256", "limit", "model_sha256", "prompt_version", "require_citation")
+SAME_SETUP = ("data_sha256", "limit", "model_sha256", "prompt_version", "require_citation", "code_rules")
+SHARES = ("code", "model", "no_criterion")
 
 
 class TrialGPTDataError(ApplianceError):
@@ -70,6 +82,11 @@ class Row:
     gpt4: str  # GPT-4's six-way label
     expert_sentences: tuple[str, ...]
     gpt4_sentences: tuple[str, ...]
+
+    @property
+    def no_criterion(self) -> bool:
+        """A trial that lists no criterion of this type (the file's criterion is null)."""
+        return not self.criterion_text.strip()
 
 
 def _sentences(value, where: str) -> tuple[str, ...]:
@@ -98,16 +115,18 @@ def load_rows(path: Path) -> list[Row]:
         missing = [f for f in FIELDS if f not in raw]
         if missing:
             raise TrialGPTDataError(f"{where} has no {missing[0]!r}: not the TrialGPT criterion-annotation format")
-        for name in ("patient_id", "note", "criterion_text"):
+        for name in ("patient_id", "note"):
             if not isinstance(raw[name], str) or not raw[name].strip():
                 raise TrialGPTDataError(f"{where}: {name} must be non-empty text")
+        if raw["criterion_text"] is not None and not isinstance(raw["criterion_text"], str):
+            raise TrialGPTDataError(f"{where}: criterion_text must be text or null")
         if raw["criterion_type"] not in ("inclusion", "exclusion"):
             raise TrialGPTDataError(f"{where}: criterion_type must be inclusion or exclusion")
         for name in ("expert_eligibility", "gpt4_eligibility"):
             if raw[name] not in LABELS:
                 raise TrialGPTDataError(f"{where}: {name} {raw[name]!r} is not one of {sorted(LABELS)}")
         rows.append(Row(i, raw["annotation_id"], raw["patient_id"], raw["note"], str(raw["trial_id"]),
-                        raw["criterion_type"], raw["criterion_text"], raw["expert_eligibility"],
+                        raw["criterion_type"], raw["criterion_text"] or "", raw["expert_eligibility"],
                         raw["gpt4_eligibility"], _sentences(raw["expert_sentences"], f"{where}: expert_sentences"),
                         _sentences(raw["gpt4_sentences"], f"{where}: gpt4_sentences")))
     return rows
@@ -164,19 +183,39 @@ def read_config(run_dir: Path) -> dict:
         raise TrialGPTDataError(f"{run_dir} is not a trialgpt run directory (no readable config.json)") from None
 
 
-def _row_record(row: Row, result) -> dict:
-    """One line of rows.jsonl: the row's labels, and the judgement or the error."""
+def _row_record(row: Row, result, decided_by: str) -> dict:
+    """One line of rows.jsonl: the row's labels, who decided it, and the judgement or the error.
+    ``model_verdict`` is the answer before the citation rule: the model's, or for a row code
+    decided, code's (the rule does not apply to it)."""
     record = {
         "row": row.index, "annotation_id": row.annotation_id, "patient_id": row.patient_id, "trial_id": row.trial_id,
         "criterion_type": row.criterion_type, "expert": row.expert, "gold": LABELS[row.expert],
         "gpt4": row.gpt4, "gpt4_class": LABELS[row.gpt4], "expert_sentences": list(row.expert_sentences),
-        "gpt4_sentences": list(row.gpt4_sentences),
+        "gpt4_sentences": list(row.gpt4_sentences), "decided_by": decided_by,
     }
     if isinstance(result, GenerationError):
         return {**record, "predicted": "unknown", "model_verdict": None, "cited": [], "reason": "",
                 "note": None, "error": f"{type(result).__name__}: {result}", "seconds": 0.0}
-    return {**record, "predicted": result.verdict, "model_verdict": result.model_verdict, "cited": list(result.cited),
-            "reason": result.reason, "note": result.note, "error": None, "seconds": result.seconds}
+    if decided_by == "no_criterion":
+        return {**record, "predicted": "passes", "model_verdict": "passes", "cited": [],
+                "reason": "The trial lists no criterion of this type: nothing to fail.", "note": None, "error": None,
+                "seconds": 0.0}
+    return {**record, "predicted": result.verdict, "model_verdict": result.model_verdict or result.verdict,
+            "cited": list(result.cited), "reason": result.reason, "note": result.note, "error": None,
+            "seconds": result.seconds}
+
+
+def _decide(rows: list[Row], subjects: dict[str, Subject]) -> list[tuple[str, object]]:
+    """Per row: ("no_criterion", None), ("code", judgement) or ("model", None) still to judge."""
+    out = []
+    for row in rows:
+        if row.no_criterion:
+            out.append(("no_criterion", None))
+            continue
+        subject = subjects.setdefault(row.note, from_note(evaluate.note_evidence(row.note).text))
+        judged = decide.decide_note(subject, row.criterion_text, row.criterion_type)
+        out.append(("model", None) if judged is None else ("code", judged))
+    return out
 
 
 Progress = Callable[[int, int, float, float], None]  # (rows done, rows, running accuracy, seconds left)
@@ -191,7 +230,8 @@ def run_trialgpt(model: LanguageModel, run_dir: Path, *, data: Path = DEFAULT_DA
     setup = {"evaluation": "trialgpt", "data": str(data), "data_sha256": _sha256(data), "rows_in_file": len(rows),
              "limit": limit, "rows": len(chosen), **model_identity(model), "prompt_version": PROMPT_VERSION,
              "temperature": evaluate.TEMPERATURE, "max_tokens": evaluate.MAX_TOKENS,
-             "require_citation": require_citation, "classes": list(CLASSES), "label_map": LABELS}
+             "require_citation": require_citation, "code_rules": decide.RULES_VERSION, "classes": list(CLASSES),
+             "label_map": LABELS, "null_criterion_rows_in_file": sum(r.no_criterion for r in rows)}
     if resume:
         earlier = read_config(run_dir)
         changed = [k for k in SAME_SETUP if earlier.get(k) != setup[k]]
@@ -213,13 +253,17 @@ def run_trialgpt(model: LanguageModel, run_dir: Path, *, data: Path = DEFAULT_DA
     started = time.perf_counter()
     with (run_dir / "rows.jsonl").open("a", encoding="utf-8") as out:
         size = max(GROUP, parallel)
+        subjects: dict[str, Subject] = {}
         for start in range(0, len(todo), size):
             group = todo[start:start + size]
+            decided = _decide(group, subjects)
+            asked = [r for r, (by, _j) in zip(group, decided) if by == "model"]
             calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type)
-                     for r in group]
-            results = evaluate.evaluate_criteria(model, calls, require_citation=require_citation, parallel=parallel)
-            for row, result in zip(group, results):
-                record = _row_record(row, result)
+                     for r in asked]
+            answers = iter(evaluate.evaluate_criteria(model, calls, require_citation=require_citation,
+                                                      parallel=parallel) if calls else [])
+            for row, (by, judged) in zip(group, decided):
+                record = _row_record(row, next(answers) if by == "model" else judged, by)
                 right += record["predicted"] == record["gold"]
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
             out.flush()
@@ -254,6 +298,15 @@ def metrics_from_run(run_dir: Path) -> dict:
             g = [r["gold"] for r in part]
             by_type[kind] = {"ours": agreement(g, [r["predicted"] for r in part], CLASSES),
                              "gpt4": _headline(agreement(g, [r["gpt4_class"] for r in part], CLASSES))}
+    shares = {}
+    for by in SHARES:
+        part = [r for r in rows if r.get("decided_by", "model") == by]
+        if part:
+            g = [r["gold"] for r in part]
+            shares[by] = {**_headline(agreement(g, [r["predicted"] for r in part], CLASSES)),
+                          "share": round(len(part) / len(rows), 4),
+                          "gpt4": _headline(agreement(g, [r["gpt4_class"] for r in part], CLASSES))}
+    with_criterion = [r for r in rows if r.get("decided_by") != "no_criterion"]
     seconds = round(sum(r["seconds"] for r in rows), 3)
     return {
         "evaluation": "trialgpt", "run_dir": str(run_dir), "model": config.get("model"),
@@ -265,6 +318,11 @@ def metrics_from_run(run_dir: Path) -> dict:
         "gpt4": gpt4,
         "by_criterion_type": by_type,
         "without_citation_rule": _headline(raw),
+        "code_rules": config.get("code_rules"),
+        "decided_by": shares,
+        "null_criterion_rows": sum(1 for r in rows if r.get("decided_by") == "no_criterion"),
+        "without_null_criterion_rows": _headline(agreement([r["gold"] for r in with_criterion],
+                                                           [r["predicted"] for r in with_criterion], CLASSES)),
         "evidence_sentences": {
             "ours": overlap((r["cited"], r["expert_sentences"]) for r in rows),
             "gpt4": overlap((r["gpt4_sentences"], r["expert_sentences"]) for r in rows),
@@ -281,6 +339,11 @@ def format_metrics(m: dict) -> str:
            line("ours", m), line("ours, no citation rule", m["without_citation_rule"]), line("GPT-4, same rows", m["gpt4"])]
     for kind, b in m["by_criterion_type"].items():
         out += [line(f"  {kind}: ours", b["ours"]), line(f"  {kind}: GPT-4", b["gpt4"])]
+    names = {"code": "decided by code (age, sex)", "model": "judged by the model", "no_criterion": "no criterion (null)"}
+    for by, b in m.get("decided_by", {}).items():
+        out += [line(f"  {names[by]}", b) + f"  share {b['share']:.3f}", line("    GPT-4, same rows", b["gpt4"])]
+    out += [f"null-criterion rows: {m.get('null_criterion_rows', 0)} (a trial listing no criterion of the type; counted "
+            "and scored with the experts' label, as published)", line("  without them", m["without_null_criterion_rows"])]
     classes = m["confusion"]["classes"]
     out.append("confusion (rows expert, columns ours): " + " ".join(f"{c:>8}" for c in classes))
     for c, row in zip(classes, m["confusion"]["rows_gold_columns_predicted"]):

@@ -9,13 +9,13 @@ import pytest
 from appliance.prescreen.aggregate import CriterionJudgement, aggregate, rank_key, standing_for
 
 
-def inc(verdict: str, text: str = "inclusion") -> CriterionJudgement:
-    return CriterionJudgement(text, "inclusion", verdict, None)
+def inc(verdict: str, text: str = "inclusion", cited=("P1",), by="model") -> CriterionJudgement:
+    return CriterionJudgement(text, "inclusion", verdict, None, cited, judged_by=by)
 
 
-def exc(presence: str, text: str = "exclusion") -> CriterionJudgement:
+def exc(presence: str, text: str = "exclusion", cited=("P1",), by="model") -> CriterionJudgement:
     verdict = {"present": "fails", "absent": "passes", "unknown": "unknown"}[presence]
-    return CriterionJudgement(text, "exclusion", verdict, presence)
+    return CriterionJudgement(text, "exclusion", verdict, presence, cited, judged_by=by)
 
 
 @pytest.mark.parametrize("answer, standing, presence", [
@@ -54,6 +54,16 @@ TRUTH_TABLE = [
 def test_truth_table(inclusions, exclusions, expected):
     judgements = [inc(v, f"i{n}") for n, v in enumerate(inclusions)] + [exc(p, f"e{n}") for n, p in enumerate(exclusions)]
     assert aggregate(judgements).verdict == expected
+
+
+def test_a_failure_rests_on_code_or_on_a_cited_fact_else_it_is_unknown():
+    """EXCLUDED and NOT_ELIGIBLE never rest on a model answer that cites nothing."""
+    bare_fail, bare_present = inc("fails", "ECOG 0-1", cited=()), exc("present", "Hepatitis B", cited=())
+    assert aggregate([bare_fail]).verdict == "UNCERTAIN" and aggregate([bare_fail]).unknown == (0,)
+    assert aggregate([inc("passes"), bare_present]).verdict == "UNCERTAIN"
+    assert aggregate([inc("fails", "Age 18 or older", cited=(), by="code")]).verdict == "NOT_ELIGIBLE"
+    assert aggregate([exc("present", "Male", cited=(), by="code")]).verdict == "EXCLUDED"
+    assert aggregate([inc("fails", "ECOG 0-1", cited=("D1",))]).verdict == "NOT_ELIGIBLE"
 
 
 def test_an_exclusion_the_patient_passes_is_not_an_exclusion_that_is_met():

@@ -3,12 +3,14 @@ the real stores (the EHR demo record, the knowledge cache with the real sample i
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from appliance.llm.fake import ScriptedModel
 from appliance.prescreen.evaluate import MAX_CRITERION_CHARS, SYSTEM, evaluate_criterion, note_evidence
 from appliance.prescreen.facts import MAX_BLOCK_CHARS, build_facts
-from appliance.prescreen.run import PrescreenError, PrescreenPatientNotFound, render_text, run_prescreen
+from appliance.prescreen.run import DISCLAIMER, PrescreenError, PrescreenPatientNotFound, render_text, run_prescreen
 from appliance.prescreen.search import PROPOSE_NODE
 
 INC, EXC = "CRITERION_INCLUSION", "CRITERION_EXCLUSION"
@@ -61,7 +63,8 @@ FACTS = build_facts({"patient": {"patient_id": "x-1", "age": 67, "sex": "male"},
 def test_an_inclusion_answer_is_the_patients_standing_with_checked_citations():
     model = ScriptedModel({INC: [inc("yes", cited=("d1", "P1", "Z9", "P1"))]})
     j = evaluate_criterion(model, FACTS, "Age 18 or older", "inclusion")
-    assert (j.verdict, j.exclusion_condition, j.cited, j.rejected_citations) == ("passes", None, ("D1", "P1"), ("Z9",))
+    assert (j.verdict, j.exclusion_condition, j.cited, j.rejected_citations) == ("passes", None, ("D1",), ("Z9",))
+    assert j.irrelevant_citations == ("P1",)  # the mesothelioma does not concern an age criterion
     (call,) = model.history
     assert call.node == INC and call.schema == "InclusionAnswer" and call.temperature == 0.0
     assert call.messages[0].content == SYSTEM  # the static prefix, the same on every call
@@ -70,7 +73,7 @@ def test_an_inclusion_answer_is_the_patients_standing_with_checked_citations():
 
 
 def test_an_exclusion_condition_present_means_the_patient_fails_it():
-    model = ScriptedModel({EXC: [exc("yes"), exc("no"), exc("unknown", cited=())]})
+    model = ScriptedModel({EXC: [exc("yes"), exc("no", cited=("D2",)), exc("unknown", cited=())]})
     present = evaluate_criterion(model, FACTS, "Mesothelioma", "exclusion")
     absent = evaluate_criterion(model, FACTS, "Pregnancy", "exclusion")
     unknown = evaluate_criterion(model, FACTS, "Hepatitis B", "exclusion")
@@ -78,6 +81,52 @@ def test_an_exclusion_condition_present_means_the_patient_fails_it():
     assert (absent.verdict, absent.exclusion_condition) == ("passes", "absent")
     assert (unknown.verdict, unknown.exclusion_condition, unknown.note) == ("unknown", "unknown", None)
     assert model.history[0].schema == "ExclusionAnswer"
+
+
+def test_a_judgement_citing_only_facts_that_do_not_concern_the_criterion_is_unknown():
+    """The shipped model excluded a man for "Pregnancy or breastfeeding - no active allergies recorded"."""
+    facts = build_facts({"patient": {"patient_id": "x-1", "age": 68, "sex": "male"}, "allergies": [],
+                         "active_problems": [{"display": "Type 2 diabetes mellitus", "onset_date": "2011-04-18"}]})
+    model = ScriptedModel({EXC: [exc("yes", cited=("A0",)), exc("yes", cited=("D1", "P1"))],
+                           INC: [inc("no", cited=("A0", "P1"))]})
+    pregnancy = evaluate_criterion(model, facts, "Pregnancy or breastfeeding", "exclusion")
+    assert (pregnancy.verdict, pregnancy.exclusion_condition, pregnancy.cited) == ("unknown", "unknown", ())
+    assert pregnancy.irrelevant_citations == ("A0",) and pregnancy.model_verdict == "fails"
+    assert "A0 (Allergies: no active allergies recorded), which does not show that for this criterion" in pregnancy.note
+    kept = evaluate_criterion(model, facts, "Uncontrolled diabetes", "exclusion")
+    assert (kept.verdict, kept.cited, kept.irrelevant_citations) == ("fails", ("P1",), ("D1",))
+    insulin = evaluate_criterion(model, facts, "Insulin-treated diabetes", "inclusion")
+    assert insulin.verdict == "fails" and insulin.cited == ("P1",)
+
+
+@pytest.mark.parametrize("kind, criterion, answer, cited, standing", [
+    # "no allergies recorded" shows an absence: never an allergy that is present
+    ("exclusion", "Known allergy to penicillin", "yes", "A0", "unknown"),
+    ("exclusion", "Known allergy to penicillin", "no", "A0", "passes"),
+    ("inclusion", "No known sensitivity to NSAIDs", "no", "A0", "unknown"),
+    # a recorded allergy shows a presence, and only of what it is an allergy to
+    ("exclusion", "Aspirin allergy or bleeding disorder", "yes", "A1", "unknown"),  # the allergy is to penicillin
+    ("exclusion", "Known penicillin allergy", "yes", "A1", "fails"),
+    ("exclusion", "Known penicillin allergy", "no", "A1", "unknown"),
+    # the sex shows only that a criterion about the other sex does not apply
+    ("exclusion", "Women who are breastfeeding or planning pregnancy", "yes", "D2", "unknown"),
+    ("exclusion", "Women who are breastfeeding or planning pregnancy", "no", "D2", "passes"),
+    ("inclusion", "Women of childbearing potential must use contraception", "no", "D2", "unknown"),
+    ("inclusion", "Postmenopausal women with osteoporosis", "no", "D2", "fails"),
+    # the age only what the criterion's own age bound says of it (the patient is 68)
+    ("inclusion", "Any patient 18 to 99 year old with a diagnosis of pleural effusion", "no", "D1", "unknown"),
+    ("inclusion", "Any patient 18 to 60 year old with a diagnosis of pleural effusion", "no", "D1", "fails"),
+    ("inclusion", "Healthy volunteers matched for age (± 10 years) and gender", "no", "D1", "unknown"),
+])
+def test_a_cited_fact_supports_only_the_direction_it_points(kind, criterion, answer, cited, standing):
+    facts = build_facts({"patient": {"patient_id": "x-1", "age": 68, "sex": "male"}, "allergies": [],
+                         "active_problems": []})
+    allergic = build_facts({"patient": {"patient_id": "x-2", "age": 68, "sex": "male"},
+                            "allergies": [{"substance": "Penicillin", "reaction": "hives"}]})
+    reply = inc(answer, (cited,)) if kind == "inclusion" else exc(answer, (cited,))
+    model = ScriptedModel({INC if kind == "inclusion" else EXC: [reply]})
+    judged = evaluate_criterion(model, allergic if cited == "A1" else facts, criterion, kind)
+    assert judged.verdict == standing, judged.note
 
 
 def test_a_decided_answer_without_an_existing_citation_counts_as_unknown():
@@ -105,19 +154,11 @@ def test_bad_criterion_type_is_refused():
 
 
 # -- the whole prescreen ----------------------------------------------------------------------
-def script_for_demo() -> ScriptedModel:
-    """Answers for NCT-DEMO-0004 then NCT-DEMO-0001 (the order the search ranks them)."""
-    return ScriptedModel({
-        INC: [inc("yes", ("L4",)), inc("yes", ("L9",)), inc("yes", ("M3",)),  # 0004: eGFR, UACR, ACE inhibitor
-              inc("no", ("P3",)), inc("yes", ("L1",)), inc("unknown", ())],  # 0001: new diagnosis, HbA1c, eGFR
-        EXC: [exc("yes", ("P3",)), exc("no", ("P1",)), exc("no", ("D2",)),  # 0004: diabetes present
-              exc("no", ("M1",)), exc("no", ("D2",)), exc("unknown", ())],
-    })
-
-
 def test_prescreen_of_a_demo_patient_ranks_and_explains(tools):
-    model = script_for_demo()
-    result = run_prescreen(model, tools, "abc-123", max_trials=2)
+    """John Smith (abc-123, 68, man, type 2 diabetes since 2011, no insulin): the chart decides
+    everything but "Kidney transplant", which the model judges."""
+    model = ScriptedModel({EXC: [exc("no", ("P1",))]})  # NCT-DEMO-0004: kidney transplant
+    result = run_prescreen(model, tools, "abc-123", max_trials=2, today=date(2026, 11, 26))
     out = result.to_json()
     assert [c["args"]["condition"] for c in out["search"]["calls"]] == [
         "Chronic kidney disease stage 3", "Hyperlipidemia", "Type 2 diabetes mellitus"]  # the problems, by code
@@ -127,31 +168,72 @@ def test_prescreen_of_a_demo_patient_ranks_and_explains(tools):
     assert verdicts["NCT-DEMO-0004"]["verdict"] == "EXCLUDED"  # type 2 diabetes: the excluding condition is present
     assert verdicts["NCT-DEMO-0001"]["verdict"] == "NOT_ELIGIBLE"
     assert [t["nct_id"] for t in out["trials"]] == ["NCT-DEMO-0004", "NCT-DEMO-0001"]  # excluded before not eligible
-    first = verdicts["NCT-DEMO-0001"]["criteria"]
-    assert first[0] == {"type": "inclusion", "criterion": "Age 30 Years to 75 Years", "verdict": "passes",
-                        "exclusion_condition": None, "cited_facts": ["D1"], "reason": first[0]["reason"],
-                        "judged_by": "code"}
+    first = {c["criterion"]: c for c in verdicts["NCT-DEMO-0001"]["criteria"]}
+    assert first["Age 30 Years to 75 Years"] == {
+        "type": "inclusion", "criterion": "Age 30 Years to 75 Years", "verdict": "passes", "exclusion_condition": None,
+        "cited_facts": ["D1"], "reason": first["Age 30 Years to 75 Years"]["reason"], "judged_by": "code",
+        "decided_by": "code"}
+    new_diagnosis = first["Type 2 diabetes diagnosed within the last 12 months"]
+    assert (new_diagnosis["verdict"], new_diagnosis["decided_by"], new_diagnosis["cited_facts"]) == ("fails", "code", ["P3"])
+    assert "since 2011-04-18: not diagnosed within the last 12 months" in new_diagnosis["reason"]
+    insulin = first["Current insulin therapy"]
+    assert (insulin["exclusion_condition"], insulin["decided_by"]) == ("absent", "code")
+    assert insulin["reason"] == "No insulin among the active medication orders."
+    assert first["Pregnancy or planning pregnancy"]["exclusion_condition"] == "absent"
+    assert first["Pregnancy or planning pregnancy"]["cited_facts"] == ["D2"]
     excluded = [c for c in verdicts["NCT-DEMO-0004"]["criteria"] if c["exclusion_condition"] == "present"]
     assert excluded == [{"type": "exclusion", "criterion": "Type 1 or type 2 diabetes", "verdict": "fails",
-                         "exclusion_condition": "present", "cited_facts": ["P3"], "reason": "From the chart.",
-                         "judged_by": "model"}]
+                         "exclusion_condition": "present", "cited_facts": ["P3"],
+                         "reason": "On the problem list: Type 2 diabetes mellitus since 2011-04-18.",
+                         "judged_by": "code", "decided_by": "code"}]
+    transplant = [c for c in verdicts["NCT-DEMO-0004"]["criteria"] if c["decided_by"] == "model"]
+    assert [(c["criterion"], c["exclusion_condition"], c["cited_facts"]) for c in transplant] == [
+        ("Kidney transplant", "absent", ["P1"])]
+    assert out["stats"]["model_calls"] == 1 and out["stats"]["decided_by_model"] == 1
+    assert out["stats"]["decided_by_code"] == out["stats"]["criteria_judged"] - 1 and out["stats"]["as_of"] == "2026-11-26"
     tools_used = [t for t, _ in tools.calls]
     assert tools_used[0] == "get_patient_chart" and tools_used.count("get_trial_details") == 2
-    assert model.pending() == {}
+    assert model.pending() == {} and [c.node for c in model.history] == [EXC]
     text = render_text(result)
     assert "Patient facts used:" in text and "P3 Problem: Type 2 diabetes mellitus" in text
     assert "1. EXCLUDED  NCT-DEMO-0004" in text
+    # the verdicts come first, above the facts; the disclaimer once, last
+    assert text.index("Verdicts:") < text.index("1. EXCLUDED  NCT-DEMO-0004") < text.index("Patient facts used:")
+    assert text.count(DISCLAIMER) == 1 and text.rstrip().endswith(DISCLAIMER)
+    assert DISCLAIMER not in render_text(result, disclaimer=False)
 
 
 def test_uncertain_trials_list_their_questions(tools):
-    model = ScriptedModel({INC: [inc("yes", ("L4",)), inc("unknown", ()), inc("yes", ("M3",))],
-                           EXC: [exc("no", ("P1",)), exc("no", ("P1",)), exc("unknown", ())]})
-    result = run_prescreen(model, tools, "abc-123", condition="chronic kidney disease", max_trials=1)
+    """Charles Robinson (pat-017) on apixaban: code settles the anticoagulant, the model answers
+    "unknown" to the rest, and each unknown criterion becomes a question."""
+    model = ScriptedModel({INC: [inc("unknown", ()), inc("unknown", ())], EXC: [exc("unknown", ()), exc("unknown", ())]})
+    result = run_prescreen(model, tools, "pat-017", condition="atrial fibrillation", max_trials=1, status="any",
+                           today=date(2026, 11, 26))
     (trial,) = result.to_json()["trials"]
-    assert trial["verdict"] == "UNCERTAIN" and trial["unknown_count"] == 2
+    assert trial["nct_id"] == "NCT-DEMO-0003" and trial["verdict"] == "UNCERTAIN" and trial["unknown_count"] == 4
+    doac = next(c for c in trial["criteria"] if c["criterion"] == "Currently prescribed a direct oral anticoagulant")
+    apixaban = next(f.id for f in result.facts.facts if f.text.startswith("Medication: Apixaban"))
+    assert (doac["verdict"], doac["decided_by"], doac["cited_facts"]) == ("passes", "code", [apixaban])
     assert trial["questions"] == [
-        "Does the patient meet the inclusion criterion 'Urine albumin-to-creatinine ratio 30 mg/g or higher'?",
-        "Is the exclusion condition 'Pregnancy or breastfeeding' present?"]
+        "Does the patient meet the inclusion criterion 'Non-valvular atrial fibrillation'?",
+        "Does the patient meet the inclusion criterion 'CHA2DS2-VASc score of 2 or more'?",
+        "Is the exclusion condition 'Mechanical heart valve' present?",
+        "Is the exclusion condition 'Life expectancy under 12 months' present?"]
+
+
+def test_searches_are_said_in_clinical_words(tools):
+    """A problem with no recruiting trial: "Asthma (from the problem list, ...): no matching trial", not
+    "'Asthma' (code): not_found"."""
+    model = ScriptedModel({PROPOSE_NODE: [{"action": "stop", "condition": None, "intervention": None,
+                                           "eligibility_keywords": None}]})
+    result = run_prescreen(model, tools, "pat-004", max_trials=1)
+    text = render_text(result)
+    assert "(code)" not in text and "not_found" not in text
+    assert "Asthma (from the problem list, recruiting trials): no matching trial in the local cache" in text
+    asked = run_prescreen(ScriptedModel({PROPOSE_NODE: [{"action": "stop", "condition": None, "intervention": None,
+                                                         "eligibility_keywords": None}]}),
+                          tools, "pat-004", condition="asthma", max_trials=1)
+    assert "asthma (as asked, recruiting trials): no matching trial" in render_text(asked)
 
 
 def test_unknown_and_malformed_patients_are_clear_errors(tools):

@@ -11,9 +11,9 @@ SEARCH = {"trials": [{"nct_id": "NCT-DEMO-0002", "title": "DEMO: Home blood-pres
 DETAILS = {"nct_id": "NCT-DEMO-0002", "title": "DEMO: Home blood-pressure telemonitoring", "status": "RECRUITING",
            "minimum_age": "18 Years", "maximum_age": None, "sex": "ALL",
            "inclusion_criteria": ["Diagnosed essential hypertension"], "exclusion_criteria": ["Pregnancy"]}
+# The chart settles both criteria (a listed hypertension; pregnancy for a man): code decides them,
+# no model call (appliance/prescreen/decide.py).
 SCRIPT = {
-    "CRITERION_INCLUSION": [{"meets_criterion": "yes", "cited_facts": ["P1"], "reason": "Essential hypertension."}],
-    "CRITERION_EXCLUSION": [{"excluding_condition_present": "no", "cited_facts": ["D2"], "reason": "Male patient."}],
     "PRESCREEN_SEARCH": [{"action": "stop", "condition": None, "intervention": None, "eligibility_keywords": None}],
 }
 
