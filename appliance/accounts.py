@@ -11,15 +11,26 @@ Invariants:
 - Lock-out: after ``max_failures`` wrong passwords in a row an account is locked for
   ``lockout_minutes``, recorded in the file, so every terminal and the line session honour
   it; while locked the password is not even checked. A successful sign-in clears the count.
+  An attempt is counted, and the lock taken when it is the last one allowed, in one write
+  transaction before its password is checked (``_take_attempt``), so any number of attempts
+  at once check at most ``max_failures`` passwords before the lock refuses the rest.
+- The policy (``max_failures``, ``lockout_minutes``) is the operator's: ``sign-in.json`` beside
+  the accounts file in the data home (``appliance user policy``), defaults when absent. No
+  environment variable changes it: whoever runs a command must not choose their own
+  lock-out.
 - Every sign-in attempt and every change to an account is recorded in ``account_events``
   (time, account name as typed, event); never a password.
 - Names are case-insensitive and unique; the stored spelling is the one EHR writes carry.
 - Reading whether accounts exist never creates the file: a machine with no accounts stays in
   the no-account mode (writes attributed to the operator, README "Clinician sign-in").
+  ``appliance init`` creates it empty (``prepare``) for its ``record_heads`` table: a copy of
+  the EHR's chain head (``ehr_db.heads``), which an empty file does not make an account.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -33,7 +44,7 @@ from sqlite_utils import Database
 from appliance.config import Settings
 from common import sqlite
 from common.errors import ApplianceError
-from common.locations import PRIVATE_DIR_MODE, accounts_db_path
+from common.locations import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, accounts_db_path
 from common.sqlite import Migration, write_transaction
 
 STORE = "accounts"
@@ -112,6 +123,20 @@ def m001_accounts(db: Database) -> None:
         )""")
 
 
+@migration
+def m002_record_heads(db: Database) -> None:
+    """A copy of the EHR's chain head, kept outside the record so a rolled-back record shows
+    (``ehr_db.heads`` writes and reads it after each EHR commit, with this exact shape)."""
+    db.execute("""
+        CREATE TABLE record_heads (
+            record_id TEXT PRIMARY KEY,      -- the EHR's id (the hash of its first audit row)
+            timeline TEXT NOT NULL,          -- the hash of its latest restore event (or its id)
+            seq INTEGER NOT NULL,            -- the chain head: last seq and its hash
+            hash TEXT NOT NULL,
+            at TEXT NOT NULL
+        )""")
+
+
 # -- validation ------------------------------------------------------------------------------
 def check_name(name: str) -> str:
     name = (name or "").strip()
@@ -146,6 +171,59 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat()
 
 
+# -- the operator's sign-in policy ------------------------------------------------------------
+POLICY_FILE = "sign-in.json"
+MAX_POLICY_FAILURES = 100
+MAX_POLICY_MINUTES = 7 * 24 * 60
+
+
+@dataclass(frozen=True)
+class SignInPolicy:
+    max_failures: int = 5  # wrong passwords in a row before an account locks
+    lockout_minutes: float = 15.0  # how long it stays locked
+
+    def __post_init__(self):
+        if isinstance(self.max_failures, bool) or not isinstance(self.max_failures, int) \
+                or not 1 <= self.max_failures <= MAX_POLICY_FAILURES:
+            raise AccountError(f"the sign-in policy's max_failures is a whole number from 1 to {MAX_POLICY_FAILURES}")
+        if isinstance(self.lockout_minutes, bool) or not isinstance(self.lockout_minutes, (int, float)) \
+                or not 1 <= self.lockout_minutes <= MAX_POLICY_MINUTES:
+            raise AccountError(f"the sign-in policy's lockout_minutes is from 1 to {MAX_POLICY_MINUTES}")
+
+
+def policy_path(accounts: Path | None = None) -> Path:
+    """The policy file beside the accounts file (the data home's, by default)."""
+    return (accounts or accounts_db_path()).with_name(POLICY_FILE)
+
+
+def read_policy(path: Path | None = None) -> SignInPolicy:
+    """The operator's sign-in policy; the defaults when the file is absent. A file that cannot
+    be read is an ``AccountError`` (one line), never a silent default."""
+    path = path or policy_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return SignInPolicy()
+    except (OSError, ValueError) as exc:
+        raise AccountError(f"{path} cannot be read as the sign-in policy ({type(exc).__name__}); fix it, or set it "
+                           "again with `appliance user policy`") from None
+    if not isinstance(data, dict) or set(data) - {"max_failures", "lockout_minutes"}:
+        raise AccountError(f"{path} is not a sign-in policy (max_failures, lockout_minutes)")
+    return SignInPolicy(**data)
+
+
+def write_policy(policy: SignInPolicy, path: Path | None = None) -> None:
+    path = path or policy_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"max_failures": policy.max_failures, "lockout_minutes": policy.lockout_minutes}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 # -- the store -------------------------------------------------------------------------------
 class AccountStore:
     """Clinician accounts in one SQLite file (one short connection per call)."""
@@ -162,8 +240,11 @@ class AccountStore:
 
     @classmethod
     def from_settings(cls, settings: Settings, path: Path | str | None = None) -> "AccountStore":
-        return cls(path, max_failures=settings.sign_in_max_failures,
-                   lockout_minutes=settings.sign_in_lockout_minutes)
+        """The store in the data home (or at ``path``) with the operator's policy file beside it;
+        ``settings`` holds nothing about sign-in (see the module docstring)."""
+        path = Path(path) if path is not None else accounts_db_path()
+        policy = read_policy(policy_path(path))
+        return cls(path, max_failures=policy.max_failures, lockout_minutes=policy.lockout_minutes)
 
     @property
     def hasher(self):
@@ -196,6 +277,21 @@ class AccountStore:
             raise AccountError(f"the account database failed ({type(exc).__name__})") from None
         finally:
             db.close()
+
+    def prepare(self) -> None:
+        """Create the file (0600) and bring its schema up to date without adding an account
+        (``appliance init``: the EHR's chain head is then copied here, ``ehr_db.heads``)."""
+        with self._db():
+            pass
+
+    def record_heads(self) -> list[dict]:
+        """The copies of the EHR's chain head kept here (``ehr_db.heads``)."""
+        if not self.path.exists():
+            return []
+        with self._db(read_only=True) as db:
+            if "record_heads" not in db.table_names():
+                return []
+            return [dict(r) for r in db.query("SELECT * FROM record_heads ORDER BY at")]
 
     def exists(self) -> bool:
         """Whether any account (enabled or not) exists: then signing in is required."""
@@ -278,28 +374,48 @@ class AccountStore:
         typed = " ".join((name or "").split())[:64]
         if not typed or not self.exists():
             raise SignInRefused(WRONG)
-        with self._db() as db:
-            row = db.execute("SELECT name, password_hash, enabled, locked_until FROM accounts WHERE name = ?",
-                             [typed]).fetchone()
-        if row is None:
+        stored, hashed, lock = self._take_attempt(typed)
+        if stored is None:
             self._dummy_verify(password)  # about the same time as a real check: names are not probed by timing
-            self._record("(unknown)", "sign_in_unknown")  # not what was typed: it may be a password
             raise SignInRefused(WRONG)
-        stored, hashed, enabled, locked_until = row
-        self._refuse_if_locked(stored, locked_until)
-        if not enabled:
-            self._record(stored, "sign_in_disabled")
-            raise SignInRefused(f"The account {stored} is disabled.")
         try:
             self.hasher.verify(hashed, password)
         except (VerificationError, InvalidHashError):
-            self._failed(stored)
-        return self._succeeded(stored, password, hashed)
+            self._failed(stored, lock)
+        return self._succeeded(stored, password, hashed, lock)
 
-    def _refuse_if_locked(self, name: str, locked_until: str | None) -> None:
-        if locked_until and datetime.fromisoformat(locked_until) > self._clock():
-            self._record(name, "sign_in_locked")
-            raise AccountLocked(self._locked_message(name, locked_until))
+    def _take_attempt(self, typed: str) -> tuple[str | None, str | None, str | None]:
+        """Count one attempt before its password is checked, in one write transaction: refuse a
+        locked or disabled account; lock the account when this is the last attempt allowed.
+        Returns (stored name, hash, the lock this attempt took), or (None, None, None) for an
+        unknown name. A refusal is recorded, then raised."""
+        now = self._clock()
+        refusal: SignInRefused | None = None
+        taken: tuple[str | None, str | None, str | None] = (None, None, None)
+        with self._db() as db, write_transaction(db):
+            row = db.execute("SELECT name, password_hash, enabled, locked_until, failed_attempts FROM accounts "
+                             "WHERE name = ?", [typed]).fetchone()
+            if row is None:
+                self._event(db, "(unknown)", "sign_in_unknown")  # not what was typed: it may be a password
+                return taken
+            stored, hashed, enabled, locked_until, failed = row
+            if locked_until and datetime.fromisoformat(locked_until) > now:
+                self._event(db, stored, "sign_in_locked")
+                refusal = AccountLocked(self._locked_message(stored, locked_until))
+            elif not enabled:
+                self._event(db, stored, "sign_in_disabled")
+                refusal = SignInRefused(f"The account {stored} is disabled.")
+            elif failed + 1 >= self.max_failures:
+                lock = _iso(now + self.lockout)
+                db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = ? WHERE name = ?", [lock, stored])
+                taken = (stored, hashed, lock)
+            else:
+                db.execute("UPDATE accounts SET failed_attempts = ?, locked_until = NULL WHERE name = ?",
+                           [failed + 1, stored])
+                taken = (stored, hashed, None)
+        if refusal is not None:
+            raise refusal
+        return taken
 
     def _locked_message(self, name: str, locked_until: str) -> str:
         left = datetime.fromisoformat(locked_until) - self._clock()
@@ -307,33 +423,31 @@ class AccountStore:
         return (f"The account {name} is locked after {self.max_failures} wrong passwords; "
                 f"try again in {minutes} minute{'s' if minutes != 1 else ''}.")
 
-    def _failed(self, name: str) -> None:
+    def _failed(self, name: str, lock: str | None) -> None:
+        """A wrong password: the attempt was counted (and the lock taken) before the check."""
         with self._db() as db, write_transaction(db):
-            db.execute("UPDATE accounts SET failed_attempts = failed_attempts + 1 WHERE name = ?", [name])
-            failed = db.execute("SELECT failed_attempts FROM accounts WHERE name = ?", [name]).fetchone()[0]
-            if failed < self.max_failures:
-                self._event(db, name, "sign_in_failed")
-                locked_until = None
-            else:
-                locked_until = _iso(self._clock() + self.lockout)
-                db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = ? WHERE name = ?",
-                           [locked_until, name])
-                self._event(db, name, "locked_out")
-        if locked_until:
-            raise AccountLocked(self._locked_message(name, locked_until))
+            self._event(db, name, "locked_out" if lock else "sign_in_failed")
+        if lock:
+            raise AccountLocked(self._locked_message(name, lock))
         raise SignInRefused(WRONG)
 
-    def _succeeded(self, name: str, password: str, hashed: str) -> Account:
+    def _succeeded(self, name: str, password: str, hashed: str, lock: str | None) -> Account:
+        """The right password: the count (and this attempt's own lock) is cleared, unless other
+        attempts locked the account meanwhile."""
         rehashed = self.hasher.hash(password) if self.hasher.check_needs_rehash(hashed) else None
         with self._db() as db, write_transaction(db):
             locked_until = db.execute("SELECT locked_until FROM accounts WHERE name = ?", [name]).fetchone()[0]
-            if locked_until and datetime.fromisoformat(locked_until) > self._clock():  # locked meanwhile
-                raise AccountLocked(self._locked_message(name, locked_until))
-            db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = NULL, last_sign_in_at = ? "
-                       "WHERE name = ?", [_iso(self._clock()), name])
-            if rehashed:
-                db.execute("UPDATE accounts SET password_hash = ? WHERE name = ?", [rehashed, name])
-            self._event(db, name, "signed_in" + (" (rehashed)" if rehashed else ""))
+            if locked_until and locked_until != lock and datetime.fromisoformat(locked_until) > self._clock():
+                locked_meanwhile = locked_until
+            else:
+                locked_meanwhile = None
+                db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = NULL, last_sign_in_at = ? "
+                           "WHERE name = ?", [_iso(self._clock()), name])
+                if rehashed:
+                    db.execute("UPDATE accounts SET password_hash = ? WHERE name = ?", [rehashed, name])
+                self._event(db, name, "signed_in" + (" (rehashed)" if rehashed else ""))
+        if locked_meanwhile:
+            raise AccountLocked(self._locked_message(name, locked_meanwhile))
         return self.get(name)
 
     def _record(self, name: str, event: str) -> None:

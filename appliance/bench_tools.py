@@ -12,6 +12,9 @@ Invariants:
   (``umls_import.build_synthetic`` writes RRF rows and imports them), and searched over stdio.
 - The trial search is measured on 50,000 trials (``--trials``) imported from a bulk-download
   zip (``appliance.bench_trials``); the trials are generated from the real sample records.
+- ``audit verify`` is timed on a record of 100,000 clinical rows (the demo patients and
+  synthetic observations loaded as one audited event with every row's digest): the chain, the
+  ledger and every row's digest in one pass (``ehr_db.custody``), wall and CPU seconds.
 """
 
 from __future__ import annotations
@@ -86,6 +89,47 @@ def bench_concept_search(box, queries: dict[str, list[dict]]) -> dict[str, dict]
             for kind, args_list in queries.items()}
 
 
+def bench_audit_verify(rows: int = 100_000) -> dict:
+    """Seconds `audit verify` takes on a record of ``rows`` clinical rows (built in a temporary
+    folder: the demo load, then synthetic observations as one audited load)."""
+    from common.sqlite import opened, write_transaction
+    from ehr_db import custody, heads
+    from ehr_db.repository import EhrRepository
+    from ehr_db.setup import ensure_database
+
+    with tempfile.TemporaryDirectory(prefix="appliance-bench-verify-") as folder:
+        path = Path(folder) / "ehr.sqlite"
+        started = time.perf_counter()
+        ensure_database(path)
+        with opened(path) as db:
+            present = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in custody.TABLES)
+            with write_transaction(db):
+                db["observations"].insert_all(
+                    {"id": f"bench-obs-{i}", "patient_id": f"pat-{1 + i % 12:03d}", "loinc_code": "2345-7",
+                     "display": "Glucose", "value_num": float(70 + i % 90), "unit": "mg/dL", "ref_low": 70.0,
+                     "ref_high": 99.0, "category": "laboratory", "status": "final",
+                     "effective_at": f"20{10 + i % 16}-01-01", "source": "fhir"}
+                    for i in range(max(0, rows - present)))
+                cursor = db.conn.execute("SELECT * FROM observations WHERE id LIKE 'bench-obs-%'")
+                columns = [c[0] for c in cursor.description]
+                index, digest = columns.index("id"), custody.digester("observations", columns)
+                custody.append_entries(db, "bench", "bench_load", {"rows": rows}, None,
+                                       [("observations", v[index], None, digest(v)) for v in cursor])
+            heads.keep(db)
+        built = time.perf_counter() - started
+        wall, cpu = time.perf_counter(), time.process_time()
+        verdict = EhrRepository(path).verify_audit()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"clinical_rows": verdict.clinical_rows, "ok": verdict.ok, "seconds": round(wall, 2),
+            "cpu_seconds": round(cpu, 2), "build_seconds": round(built, 1)}
+
+
+def print_audit_verify(figures: dict) -> None:
+    state = "verified" if figures["ok"] else "DID NOT VERIFY"
+    print(f"\naudit verify on {figures['clinical_rows']:,} clinical rows ({state}): {figures['seconds']} s "
+          f"({figures['cpu_seconds']} s CPU; the record built in {figures['build_seconds']} s)")
+
+
 def _ms(value) -> str:
     return f"{value:8.2f}" if value is not None else f"{'-':>8}"
 
@@ -111,7 +155,8 @@ def print_report(report: dict, concepts: int) -> None:
             print(f"  {name}: " + ", ".join(f"{kind} x{count}" for kind, count in errors.items()))
 
 
-def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, trials: int = 50_000) -> int:
+def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, trials: int = 50_000,
+                   verify_rows: int = 100_000) -> int:
     from appliance.bench_trials import print_trial_section, run_trial_section
     from appliance.init import init_home
     from appliance.tools.mcp_client import MCPToolBox
@@ -137,10 +182,14 @@ def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, 
 
     if trials:
         report["trial_search"] = run_trial_section(n, trials)
+    if verify_rows:
+        report["audit_verify"] = bench_audit_verify(verify_rows)
     if as_json:
         print(json.dumps(report, indent=2))
     else:
         print_report(report, concepts)
         if trials:
             print_trial_section(report["trial_search"])
+        if verify_rows:
+            print_audit_verify(report["audit_verify"])
     return 0

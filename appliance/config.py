@@ -26,6 +26,6 @@ class Settings(BaseSettings):
     history_turns: int = Field(4, description="Prior exchanges given to the model (docs/design.md §4.1).")
     idle_lock_minutes: float = Field(10.0, description="Minutes without a key or click before the clinic terminal "
                                      "locks (0: never); only when clinician accounts exist.")
-    sign_in_max_failures: int = Field(5, description="Wrong passwords in a row before a clinician account locks.")
-    sign_in_lockout_minutes: float = Field(15.0, description="How long a clinician account stays locked after "
-                                           "too many wrong passwords.")
+    # The sign-in lock-out policy is not a setting: it is the operator's, in the data home
+    # (``appliance.accounts.read_policy``, ``appliance user policy``), so no caller's environment
+    # can loosen it.

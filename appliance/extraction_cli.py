@@ -3,21 +3,56 @@
 Invariants:
 - The protocol file is read and checked before the model is loaded: bad input ends in one
   line on stderr and exit 2 (``appliance.cli``), with nothing on stdout and nothing written.
-- Output goes to stdout only at the end; the progress bar goes to stderr, and only when
-  stderr is a terminal.
+- A protocol over ``--max-pages`` or ``--max-chars`` is refused before the model loads (exit 2)
+  naming the option that raises the limit; before the work starts one line on stderr states
+  it: pages, characters and the estimated model calls (``estimate_calls``).
+- Output goes to stdout only at the end; the progress bar goes to stderr when stderr is a
+  terminal, otherwise a progress line at every tenth of a long run (more than
+  ``QUIET_WINDOWS`` page windows).
 - ``--script FILE`` replaces the model with the scripted one (JSON keyed by the extraction
   nodes' names), as ``ask --script`` does for the agent.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from pathlib import Path
 
 from appliance.cli_support import ProgressBar, model_from
 from appliance.errors import ApplianceError
 
 STAGE_NAMES = {"pages": "pages", "criteria": "passages"}
+QUIET_WINDOWS = 50  # up to this many page windows, a run off a terminal prints no progress lines
+MAX_PAGES = 300  # the default limits (a long protocol is 100-250 pages); --max-pages, --max-chars raise them
+MAX_CHARS = 1_500_000  # about 300 dense pages
+
+
+def estimate_calls(documents, config) -> int:
+    """Page-filter calls at most: one per page window (``chunking``: a window holds at most
+    ``page_cap`` tokens, counted as UTF-8 bytes / 3 as for a model without a tokenizer); CT.gov
+    records need none. The criteria found then cost one or two calls each."""
+    per_window = config.page_cap * 3
+    return sum(max(1, -(-len(p.text.encode("utf-8")) // per_window))
+               for d in documents if d.kind != "ctgov" for p in d.pages)
+
+
+class _Progress:
+    """The bar on a terminal; elsewhere (a script, a log) one line per tenth of a long run."""
+
+    def __init__(self, bar: ProgressBar):
+        self.bar = bar
+        self.said: set[tuple[str, int]] = set()
+
+    def show(self, label: str, done: int, total: int, tail: str = "") -> None:
+        self.bar.show(label, done, total, tail)
+        if self.bar.enabled or total <= QUIET_WINDOWS:
+            return
+        tenth = done * 10 // total
+        if (label, tenth) not in self.said and (done * 10) % total < 10:
+            self.said.add((label, tenth))
+            print(f"extract: {label} {done}/{total}" + (f", {tail}" if tail else ""), file=sys.stderr, flush=True)
 
 
 def _model(args):
@@ -35,21 +70,31 @@ def _config(args):
 
 def cmd_extract(args) -> int:
     from appliance.extraction import extract_criteria, load_documents
+    from appliance.extraction.loaders import check_size
 
-    documents = load_documents(args.protocol)  # refuses bad input before the model loads
+    # refuses bad or oversized input before the model loads (a PDF before its text is read)
+    documents = load_documents(args.protocol, max_pages=args.max_pages)
+    name = Path(args.protocol).name
+    pages, chars = check_size(name, documents, args.max_pages, args.max_chars)
+    config = _config(args)
     if args.ground:
         from appliance.extraction.grounding import check_grounding_available
 
         check_grounding_available()
     model = _model(args)
+    per_criterion = "one or two" if config.split and config.details else "one" if config.split or config.details \
+        else "no"
+    print(f"extract: {name}: {pages:,} page(s), {chars:,} characters; up to {estimate_calls(documents, config):,} "
+          f"model call(s) to find the criteria, then {per_criterion} per criterion found", file=sys.stderr, flush=True)
     bar = ProgressBar()
+    progress = _Progress(bar)
     try:
-        result = extract_criteria(documents, model, _config(args), progress=lambda p: bar.show(
+        result = extract_criteria(documents, model, config, progress=lambda p: progress.show(
             STAGE_NAMES[p.stage], p.done, p.total, f"criteria {p.criteria}"))
         if args.ground:
             from appliance.extraction.grounding import ground_criteria
 
-            ground_criteria(result, model, progress=lambda done, total: bar.show("grounding", done, total))
+            ground_criteria(result, model, progress=lambda done, total: progress.show("grounding", done, total))
     finally:
         bar.close()
     if args.json:
@@ -99,6 +144,16 @@ def cmd_eval_extraction(args) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _common(p) -> None:
     p.add_argument("--model", help="model profile (default: gemma3-270m)")
     p.add_argument("--script", help="JSON file of scripted outputs keyed by extraction node (instead of the model)")
@@ -113,6 +168,10 @@ def register(sub, eval_sub) -> None:
     ex = sub.add_parser("extract", help="extract eligibility criteria from a protocol (.txt, .md, .pdf, CT.gov .json)")
     ex.add_argument("protocol", help="the protocol file")
     ex.add_argument("--ground", action="store_true", help="ground each criterion's entities in the UMLS subset")
+    ex.add_argument("--max-pages", type=_positive, default=MAX_PAGES, metavar="N",
+                    help=f"refuse a protocol of more pages (default {MAX_PAGES})")
+    ex.add_argument("--max-chars", type=_positive, default=MAX_CHARS, metavar="N",
+                    help=f"refuse a protocol of more characters (default {MAX_CHARS:,})")
     _common(ex)
     ex.set_defaults(func=cmd_extract)
 

@@ -7,6 +7,11 @@ Invariants:
 - The UMLS and knowledge importers validate before they replace: a result that would shrink
   the store by more than their threshold is refused, nothing changed, unless ``replace``
   (``--replace``); each run is one transaction, so the swap is atomic.
+- An input that cannot be read in full (unreadable, truncated, not the format, nested too
+  deeply) fails the whole import, nothing imported, as one ``ImportFailed`` line (exit 2);
+  no third-party exception escapes. The EHR importer also stops before writing when the
+  file would change what clinicians rely on, unless ``accept_changes`` (``ehr_db.fhir_import``);
+  ``ImportFailed.cause`` keeps the importer's own error (its list of differences).
 """
 
 from __future__ import annotations
@@ -28,7 +33,11 @@ IMPORTERS = {
 
 
 class ImportFailed(ApplianceError):
-    """An import could not read its input."""
+    """An import could not read its input, or was refused (nothing imported)."""
+
+    def __init__(self, message: str, cause: BaseException | None = None):
+        super().__init__(message)
+        self.cause = cause
 
 
 class _ByteBar:
@@ -59,7 +68,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from ehr_db.errors import EhrError
     from mcp_servers.knowledge_store import KnowledgeError
 
-    errors: list[type[BaseException]] = [ValueError, OSError, EhrError, KnowledgeError]
+    errors: list[type[BaseException]] = [ValueError, OSError, EhrError, KnowledgeError, RecursionError]
     try:
         from mcp_servers.umls_import import UmlsImportError
 
@@ -69,7 +78,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def run_import(area: str, kind: str, path: Path, *, replace: bool = False) -> str:
+def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accept_changes: bool = False) -> str:
     try:
         module, func, db_path_of, setup = IMPORTERS[(area, kind)]
     except KeyError:
@@ -86,7 +95,7 @@ def run_import(area: str, kind: str, path: Path, *, replace: bool = False) -> st
     importer = getattr(importlib.import_module(module), func)
     try:
         if area == "ehr":
-            report = importer(db_path, path)
+            report = importer(db_path, path, accept_changes=accept_changes)
         elif area == "umls":
             bar = _ByteBar()
             report = importer(db_path, path, byte_progress=bar.bytes, stage=bar.step, replace=replace)
@@ -94,7 +103,12 @@ def run_import(area: str, kind: str, path: Path, *, replace: bool = False) -> st
             bar = _ByteBar()
             report = importer(path, db_path=db_path, byte_progress=bar.bytes, stage=bar.step, replace=replace)
     except _expected_errors() as exc:  # the importers' own errors for unreadable input
+        if area != "ehr":
+            print()  # ends the progress bar's line
+        if isinstance(exc, RecursionError):
+            raise ImportFailed(f"{area} import of {path} failed: the input is nested too deeply to read; nothing "
+                               "was imported") from None
+        raise ImportFailed(f"{area} import of {path} failed: {exc}", exc) from None
+    if area != "ehr":
         print()
-        raise ImportFailed(f"{area} import of {path} failed: {exc}") from None
-    print()
     return report.summary()

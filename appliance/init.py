@@ -5,6 +5,10 @@ Invariants:
   their latest migration, shipped starter content) and never deletes data.
 - The data home and everything in it end up private (directories 0700, files 0600), including
   what an older version created with looser modes.
+- The accounts and sessions databases are created (empty) before the EHR, so each keeps a copy
+  of the EHR's chain head (``ehr_db.heads``); init then says, one WARNING line each, when a
+  copy shows the record older than it (rolled back) or rewritten. It never "repairs" that:
+  the copies stay as evidence.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ def init_home(progress: Callable[[str], None] = print, with_model: bool = True) 
         from models.assemble import assemble_default_model
 
         progress(f"default model: {assemble_default_model(locations.models_dir())}")
+    _prepare_head_keepers()
     for label, module, func, path_of in STORES:
         path = path_of()
         progress(f"{label}: {path}")
@@ -47,7 +52,28 @@ def init_home(progress: Callable[[str], None] = print, with_model: bool = True) 
         except sqlite3.DatabaseError as exc:  # damage the integrity check at first open did not see
             raise InitError(f"{path.name} cannot be used ({exc}); restore it from a backup, or move it aside "
                             "and run `appliance init`") from None
+    for warning in _record_warnings():
+        progress(f"  EHR: WARNING: {warning}")
     tightened = locations.make_private(home)
     if tightened:
         progress(f"made {tightened} file(s) and folder(s) in the data home private (0600/0700)")
     return home
+
+
+def _prepare_head_keepers() -> None:
+    """The accounts and sessions databases, created and migrated through their own stores."""
+    from appliance.accounts import AccountError, AccountStore
+    from appliance.sessions import SessionStore, SessionStoreError
+
+    try:
+        AccountStore(locations.accounts_db_path()).prepare()
+        SessionStore(locations.sessions_db_path())
+    except (AccountError, SessionStoreError) as exc:
+        raise InitError(f"the accounts or sessions database cannot be prepared ({exc})") from None
+
+
+def _record_warnings() -> list[str]:
+    """Each copy of the chain head that shows the EHR older than it, or rewritten."""
+    from ehr_db.repository import EhrRepository
+
+    return EhrRepository(locations.ehr_db_path()).custody_warnings()

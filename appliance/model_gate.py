@@ -46,7 +46,7 @@ def _error(status: int, message: str, kind: str):
 
 def make_app(socket_path: Path, upstream_key: str, gate):
     """The ASGI app: ``gate`` is an ``mcp_servers.access.Gate`` over the terminals file."""
-    import httpx
+    import httpx2 as httpx  # what fastmcp and the MCP SDK speak HTTP with here
     from starlette.applications import Starlette
     from starlette.responses import StreamingResponse
     from starlette.routing import Route

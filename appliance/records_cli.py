@@ -5,10 +5,15 @@ Invariants:
   failed, as for ``smoke``; a backup is still written, to keep the evidence), 2 an expected failure (no database, a damaged one, a refused
   restore), always one line on stderr and never a traceback.
 - ``audit verify`` and ``audit show`` only read. ``show`` prints the audit rows of one
-  patient (for review by whoever may read the record) to stdout only; nothing is logged. A
+  patient (for review by whoever may read the record) and the reads that showed the patient
+  (``read_log``: who, when, which tool, which terminal) to stdout only; nothing is logged. A
   write's approval (approved or OVERRIDE, by whom) and a safety report (findings by severity,
   the override reason) are shown in a few words; ``--json`` keeps every row whole.
 - ``--json`` prints one JSON object.
+- ``audit verify`` also checks every clinical row against its digest and the chain head
+  against its copies (``ehr_db.custody``, ``ehr_db.heads``); ``ehr backup --verify`` checks a
+  backup against its manifest without restoring; ``ehr import`` prints each change it would
+  make to what clinicians rely on and stops (exit 2) unless ``--accept-changes``.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def _repository():
 
 def cmd_audit_verify(args) -> int:
     with _edge():
-        verdict = _repository().verify_audit()
+        verdict = _repository().verify_audit(tuple(Path(p) for p in args.backups or ()))
     if args.json:
         print(json.dumps(verdict.to_json(), indent=2))
     else:
@@ -92,6 +97,10 @@ def _approval_words(approval: dict) -> str:
 def _field(key: str, value) -> str:
     if key == "approval" and isinstance(value, dict):
         return _approval_words(value)
+    if key == "rows" and isinstance(value, dict):  # the row digests this event recorded (ehr_db.custody)
+        return f"row digests={value.get('n')}"
+    if key == "accepted_changes" and isinstance(value, list):
+        return f"accepted changes={len(value)}"
     if key == "details" and isinstance(value, dict) and isinstance(value.get("safety"), dict):
         value = {**value, "safety": _safety_words(value["safety"])}
     return f"{key}={json.dumps(value) if isinstance(value, (dict, list)) else value}"
@@ -114,9 +123,10 @@ def cmd_audit_show(args) -> int:
     with _edge():
         rows = repo.audit_trail(args.patient)
         verdict = repo.verify_audit()
+        reads = repo.read_trail(args.patient)  # who read the chart (or listed the patient in a search)
     if args.json:
         print(json.dumps({"patient_id": args.patient.strip(), "chain_ok": verdict.ok,
-                          "first_bad": verdict.to_json()["first_bad"], "rows": rows}, indent=2))
+                          "first_bad": verdict.to_json()["first_bad"], "rows": rows, "reads": reads}, indent=2))
         return 0
     chain = "chain verified" if verdict.ok else f"CHAIN BROKEN: {verdict.first_bad.describe()}"
     print(f"audit trail of patient {args.patient.strip()}: {len(rows)} row(s) ({chain})")
@@ -124,16 +134,44 @@ def cmd_audit_show(args) -> int:
         result = _fields(r["result"])
         print(f"  #{r['seq']}  {r['at']}  {r['actor']}  {r['tool']}  {r['outcome']}  {_fields(r['arguments'])}"
               + (f"  -> {result}" if result else ""))
+    if reads:
+        print(f"reads of patient {args.patient.strip()}: {len(reads)}")
+    for r in reads:
+        where = f"  terminal {r['terminal']}" if r["terminal"] else ""
+        print(f"  {r['at']}  {r['actor']}  {r['tool']}{where}")
     return 0
 
 
 def cmd_ehr_backup(args) -> int:
-    from ehr_db.backup import backup
+    from ehr_db.backup import backup, verify_backup
 
+    if args.verify:
+        with _edge():
+            check = verify_backup(Path(args.path))
+        print(check.summary())
+        return 0 if check.ok else 1
     with _edge():
         report = backup(locations.ehr_db_path(), Path(args.path))
     print(report.summary())
     return 0 if report.audit is None or report.audit.ok else 1  # written, but its chain did not verify
+
+
+def cmd_ehr_import(args) -> int:
+    """``ehr import``: as every import (``appliance.importers``), and an import that would change
+    what clinicians rely on prints each difference (stdout) and stops unless --accept-changes."""
+    from appliance.importers import ImportFailed, run_import
+    from ehr_db.errors import ImportNeedsAcceptance
+
+    try:
+        print(run_import("ehr", "fhir", Path(args.path), accept_changes=args.accept_changes))
+    except ImportFailed as exc:
+        cause = exc.cause
+        if isinstance(cause, ImportNeedsAcceptance):
+            print(f"the import of {args.path} stopped before writing; it would change:")
+            for difference in cause.differences:
+                print(f"  {difference.describe()}")
+        raise
+    return 0
 
 
 def cmd_ehr_restore(args) -> int:
@@ -151,8 +189,12 @@ def cmd_ehr_restore(args) -> int:
 def register_audit(sub: argparse._SubParsersAction) -> None:
     audit = sub.add_parser("audit", help="the record's tamper-evident audit log")
     asub = audit.add_subparsers(dest="action", required=True)
-    verify = asub.add_parser("verify", help="check the hash chain; exit 1 naming the first bad row")
+    verify = asub.add_parser("verify", help="check the hash chain, every clinical row's digest and the copies of "
+                                            "the chain head; exit 1 naming each problem")
     verify.add_argument("--json", action="store_true")
+    verify.add_argument("--backups", action="append", metavar="PATH",
+                        help="also compare the head with the manifests of these backups (a backup, a manifest or "
+                             "a folder of them; repeatable): catches a whole data home rolled back")
     verify.set_defaults(func=cmd_audit_verify)
     show = asub.add_parser("show", help="one patient's audit rows (writes, approvals, rejections, ...)")
     show.add_argument("--patient", required=True, metavar="ID")
@@ -161,8 +203,20 @@ def register_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def register_ehr(asub: argparse._SubParsersAction) -> None:
-    backup = asub.add_parser("backup", help="copy the record to PATH (a file, or a folder) through SQLite's backup API")
+    """``ehr backup`` and ``ehr restore``, and the record's own option of ``ehr import``
+    (declared here, beside the record's other commands)."""
+    imp = asub.choices.get("import")
+    if imp is not None:
+        imp.add_argument("--accept-changes", action="store_true",
+                         help="apply changes to a patient's identity, an allergy or an active medication (each is "
+                              "printed, and audited with before and after)")
+        imp.set_defaults(func=cmd_ehr_import)
+    backup = asub.add_parser("backup", help="copy the record to PATH (a file, or a folder) through SQLite's backup "
+                                            "API, with a manifest beside it")
     backup.add_argument("path")
+    backup.add_argument("--verify", action="store_true",
+                        help="check the backup at PATH against its manifest (hash, integrity, chain, row digests) "
+                             "without restoring it")
     backup.set_defaults(func=cmd_ehr_backup)
     restore = asub.add_parser("restore", help="replace the record with a checked backup (the old one is kept)")
     restore.add_argument("path")

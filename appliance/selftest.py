@@ -17,11 +17,15 @@ Invariants:
   (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
   is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
   then the file checked; (6) faults (``appliance.tools.faults``): the EHR server crashed
-  mid-call, hung past the deadline and killed between calls, through the agent's MCP client.
+  mid-call, hung past the deadline and killed between calls, through the agent's MCP client;
+  (7) the tamper suite (``appliance.tamper``): clinical rows edited, deleted and inserted, the
+  record rolled back, backups with flipped bytes, each on its own data home, each to be caught;
+  (8) the clinic host (``appliance.host_checks``): requests without or with a revoked token, forged
+  approvers and audit events, writes past the safety gate, each to be refused.
 - The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
   either matrix missed a finding or reported a dangerous prescription clear, an injection case
-  failed, a refused call wrote, the chain did not verify, the tampering went unseen or a fault
-  was not survived.
+  failed, a refused call wrote, the chain did not verify, the tampering went unseen (the audit copy
+  or any tamper case but the documented one) or a fault was not survived.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -121,6 +126,20 @@ def _faults(home: Path, rounds: int) -> dict | None:
     return fault_drill(home, rounds)
 
 
+def _host() -> dict:
+    from appliance.host_checks import run_host_checks
+
+    with tempfile.TemporaryDirectory(prefix="appliance-host-") as work:
+        return run_host_checks(Path(work))
+
+
+def _tamper() -> dict:
+    from appliance.tamper import run_tamper_suite
+
+    with tempfile.TemporaryDirectory(prefix="appliance-tamper-") as work:
+        return run_tamper_suite(Path(work))
+
+
 def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DEFAULT_CRASH_WRITES,
                  fault_rounds: int = DEFAULT_FAULT_ROUNDS,
                  progress: Callable[[str], None] = lambda message: None) -> dict:
@@ -153,6 +172,8 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
                            lambda: _durability(home, crash_writes))
         faults = check("faults", f"{fault_rounds} rounds of server faults mid-call",
                        lambda: _faults(home, fault_rounds))
+    tamper = check("tamper", "tamper suite (clinical rows, rollbacks, damaged backups)", _tamper)
+    host = check("host", "the clinic host's trust (tokens, approvals, audit events, keys)", _host)
 
     crashed = {e.partition(":")[0] for e in out["errors"]}
     if durability is None and "durability" not in crashed:
@@ -177,7 +198,7 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
                       "rows": [{k: r[k] for k in ("id", "placement", "tries", "reached_model", "write_outcome",
                                                   "passed", "problems")} for r in injection["rows"]]}
         if injection else None,
-        "audit": audit, "durability": durability, "faults": faults,
+        "audit": audit, "durability": durability, "faults": faults, "tamper": tamper, "host": host,
     })
     found = failures(out)
     out["ok"], out["failures"] = not found, found
@@ -215,6 +236,15 @@ def failures(out: dict) -> list[str]:
     if audit is None or not audit["verified"] or not audit["tamper_caught"]:
         found.append("the audit check did not run" if audit is None else
                      "the audit chain did not verify" if not audit["verified"] else "a tampered audit row went unseen")
+    tamper = out.get("tamper")
+    if tamper is None or tamper["undetected"]:
+        found.append("the tamper suite did not run" if tamper is None else
+                     f"tampering went undetected: {', '.join(tamper['undetected'])}")
+    host = out.get("host")
+    if host is None or not host.get("ok"):
+        found.append("the host checks did not run" if host is None else
+                     f"the clinic host let {host.get('let_through')} request(s) through"
+                     + (f" ({host['error']})" if host.get("error") else ""))
     if out.get("faults_tried") is not None and out.get("faults_survived") != out.get("faults_tried"):
         found.append(f"{out['faults_tried'] - (out['faults_survived'] or 0)} fault(s) not survived")
     return found
@@ -222,6 +252,12 @@ def failures(out: dict) -> list[str]:
 
 def _row(check: str, result: str, ok: bool | None) -> str:
     return f"{check:17} {result:102} {'-' if ok is None else 'ok' if ok else 'FAIL'}"
+
+
+def tamper_summary(report: dict) -> str:
+    from appliance.tamper import summary
+
+    return summary(report)
 
 
 def table(out: dict) -> str:
@@ -265,6 +301,13 @@ def table(out: dict) -> str:
                       f"{f.get('survived')} of {f.get('tried')} (server crashed mid-call, hung past the deadline, "
                       "killed between calls)",
                       None if f is None else f.get("survived") == f.get("tried")))
+    t = out.get("tamper")
+    lines.append(_row("tamper suite", "did not run" if t is None else tamper_summary(t), t is not None and not t["undetected"]))
+    h = out.get("host")
+    lines.append(_row("clinic host", "did not run" if h is None else
+                      f"{h.get('requests')} requests tried: {h.get('refused_as_expected')} refused as expected, "
+                      f"{h.get('allowed_as_expected')} allowed as expected, {h.get('let_through')} let through",
+                      h is not None and bool(h.get("ok"))))
     lines.append(_row("uncaught", f"{out['uncaught_exceptions']} exception(s)", not out["uncaught_exceptions"]))
     lines.append("")
     lines += [f"error: {e}" for e in out["errors"]]

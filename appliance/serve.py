@@ -24,6 +24,8 @@ Invariants:
   date (``appliance init``, no model) and runs each server as its own process; it stops them
   all when it is stopped (Ctrl+C, SIGTERM) or when one of them exits, and its exit code says
   which.
+"""
+
 from __future__ import annotations
 
 import inspect

@@ -9,6 +9,8 @@ Invariants:
   and two terminals adding to one session never take the same ``seq``.
 - ``history`` returns only completed exchanges: a cancelled or failed turn never becomes
   context for the model, so a cancel leaves the conversation consistent.
+- ``record_heads`` holds a copy of the EHR's chain head, written by ``ehr_db.heads`` after each
+  EHR commit, so a rolled-back record shows.
 - Every failure surfaces as ``SessionStoreError`` with a message that carries no SQL and no
   patient data. No Textual import: this is core code used by the TUI and by tests.
 """
@@ -95,6 +97,20 @@ def m002_sessions_updated_index(db: Database) -> None:
     db["sessions"].create_index(["updated_at"])
 
 
+@migration
+def m003_record_heads(db: Database) -> None:
+    """A copy of the EHR's chain head, kept outside the record so a rolled-back record shows
+    (``ehr_db.heads`` writes and reads it after each EHR commit, with this exact shape)."""
+    db.execute("""
+        CREATE TABLE record_heads (
+            record_id TEXT PRIMARY KEY,      -- the EHR's id (the hash of its first audit row)
+            timeline TEXT NOT NULL,          -- the hash of its latest restore event (or its id)
+            seq INTEGER NOT NULL,            -- the chain head: last seq and its hash
+            hash TEXT NOT NULL,
+            at TEXT NOT NULL
+        )""")
+
+
 def migrate(db: Database) -> list[str]:
     """Apply the migrations not yet recorded; returns the names applied."""
     return sqlite.migrate(db, STORE, MIGRATIONS)
@@ -171,6 +187,11 @@ class SessionStore:
             self._row(db, session_id)
             db.conn.execute("UPDATE sessions SET patient_id = ?, updated_at = ? WHERE id = ?",
                             [patient_id, _now(), session_id])
+
+    def record_heads(self) -> list[dict]:
+        """The copies of the EHR's chain head kept here (``ehr_db.heads``)."""
+        with self._db() as db:
+            return [dict(r) for r in db.query("SELECT * FROM record_heads ORDER BY at")]
 
     def get_session(self, session_id: str) -> Session:
         with self._db() as db:

@@ -4,7 +4,8 @@ passwords the ``appliance user`` commands read.
 Invariants:
 - A password is read with ``getpass`` on a terminal (never echoed), else as one line of
   standard input (scripts, tests); never from the command line or the environment (the MCP
-  servers inherit the environment). It is passed to the account store and dropped.
+  servers inherit the environment). It is passed to the account store and dropped. Bytes
+  that are not UTF-8 text are one clear refusal (``AccountError``), never a traceback.
 - Headless writes (``ask --approve-writes``) need a clinician: ``--clinician NAME`` or
   ``$APPLIANCE_USER`` naming an enabled local account, and that account's password, so no
   script writes in a clinician's name without it. The lock-out counts these attempts too.
@@ -34,12 +35,26 @@ def _is_terminal(stream: TextIO | None) -> bool:
         return False
 
 
+NOT_TEXT = "the password is not UTF-8 text (check the terminal's or the script's encoding)"
+
+
+def _text(read) -> str:
+    """``read()``, with bytes that are not UTF-8 refused in one line."""
+    try:
+        password = read()
+    except UnicodeDecodeError:
+        raise AccountError(NOT_TEXT) from None
+    if any("\udc80" <= c <= "\udcff" for c in password):  # undecodable bytes, escaped (surrogateescape)
+        raise AccountError(NOT_TEXT)
+    return password
+
+
 def read_password(prompt: str = "Password: ", stdin: TextIO | None = None) -> str:
     """One password: hidden on a terminal, else the next line of standard input."""
     stdin = stdin if stdin is not None else sys.stdin
     if _is_terminal(stdin):
-        return getpass.getpass(prompt)
-    line = stdin.readline() if stdin is not None else ""
+        return _text(lambda: getpass.getpass(prompt))
+    line = _text(stdin.readline) if stdin is not None else ""
     if not line:
         raise SignInRefused("no password was given on standard input")
     return line.rstrip("\r\n")
@@ -50,8 +65,8 @@ def read_new_password(stdin: TextIO | None = None) -> str:
     stdin = stdin if stdin is not None else sys.stdin
     if not _is_terminal(stdin):
         return check_password(read_password(stdin=stdin))
-    first = check_password(getpass.getpass("New password: "))
-    if getpass.getpass("Type it again: ") != first:
+    first = check_password(_text(lambda: getpass.getpass("New password: ")))
+    if _text(lambda: getpass.getpass("Type it again: ")) != first:
         raise AccountError("the two passwords differ; nothing was changed")
     return first
 
@@ -70,7 +85,7 @@ def headless_clinician(settings: Settings, name: str | None, store: AccountStore
                                 f"create one with `appliance user add {name}`")
     try:
         return store.verify(name, read_password(f"Password for {name}: ", stdin))
-    except SignInRefused as exc:
+    except AccountError as exc:  # a refusal, a password that is not text, an unreadable store
         raise ClinicianRequired(f"no write without a signed-in clinician: {exc}") from None
 
 
@@ -83,7 +98,12 @@ def line_sign_in(store: AccountStore, stdin: TextIO | None = None, attempts: int
     print("Offline clinical assistant: sign in with your clinician account.", flush=True)
     for _ in range(tries):
         print("Clinician: ", end="", flush=True)
-        line = stdin.readline() if stdin is not None else ""
+        try:
+            line = _text(stdin.readline) if stdin is not None else ""
+        except AccountError:  # a name (or what follows it) that is not text names no one: the next try
+            problem = "what was typed is not UTF-8 text (check the terminal's or the script's encoding)"
+            print(problem, flush=True)
+            continue
         if not line:
             print()
             break
@@ -92,7 +112,7 @@ def line_sign_in(store: AccountStore, stdin: TextIO | None = None, attempts: int
             continue
         try:
             return store.verify(name, read_password("Password: ", stdin))
-        except SignInRefused as exc:  # a wrong password, a disabled or locked account
+        except AccountError as exc:  # a wrong password, a disabled or locked account, a password not text
             problem = str(exc)
             print(problem, flush=True)
     raise SignInRefused(f"the session needs a signed-in clinician: {problem}")

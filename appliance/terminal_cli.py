@@ -2,7 +2,10 @@
 over HTTP (``mcp_servers.access``; a clinic sharing one host).
 
 Invariants:
-- A token is printed once, by ``add``, and never stored: the tokens file keeps its sha256.
+- A token is printed once, by ``add``, and never stored: the tokens file keeps a one-way check
+  of it (``mcp_servers.access.token_check``) that no server accepts as a key.
+- Adding the first token closes a running loopback host to anyone without one; revoking a
+  terminal refuses it at the record and the model server from its next request.
 - With clinician accounts, a terminal's account must be one of them and enabled (its writes are
   recorded in that name); without accounts any name the operator chooses is accepted.
 - Failures are ``ApplianceError``s, which ``appliance.cli`` prints as one line with exit code 2.
@@ -65,7 +68,7 @@ def cmd_revoke(args) -> int:
         revoke_terminal(args.name)
     except AccessError as exc:
         raise ApplianceError(str(exc)) from None
-    print(f"terminal {args.name} revoked: its token is refused from its next request")
+    print(f"terminal {args.name} revoked: the record and the model server refuse its token from its next request")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``appliance user add|list|disable|enable|passwd``: the clinician accounts (``appliance.accounts``).
+"""``appliance user add|list|disable|enable|passwd|policy``: the clinician accounts
+(``appliance.accounts``) and the sign-in lock-out policy, kept in the data home.
 
 Invariants:
 - A password is never an argument: ``add`` and ``passwd`` read it from the terminal (typed
@@ -63,6 +64,23 @@ def cmd_passwd(args) -> int:
     return 0
 
 
+def cmd_policy(args) -> int:
+    from appliance.accounts import SignInPolicy, policy_path, read_policy, write_policy
+
+    policy = read_policy()
+    if args.max_failures is not None or args.lockout_minutes is not None:
+        policy = SignInPolicy(args.max_failures if args.max_failures is not None else policy.max_failures,
+                              args.lockout_minutes if args.lockout_minutes is not None else policy.lockout_minutes)
+        write_policy(policy)
+    if args.json:
+        print(json.dumps({"max_failures": policy.max_failures, "lockout_minutes": policy.lockout_minutes,
+                          "file": str(policy_path())}))
+    else:
+        print(f"an account locks for {policy.lockout_minutes:g} minutes after {policy.max_failures} wrong passwords "
+              f"in a row ({policy_path()})")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``user`` command to the CLI's subcommands."""
     user = sub.add_parser("user", help="clinician accounts for sign-in (passwords from the terminal or stdin)")
@@ -82,3 +100,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pw = usub.add_parser("passwd", help="set a new password (also lifts a lock-out)")
     pw.add_argument("name")
     pw.set_defaults(func=cmd_passwd)
+    policy = usub.add_parser("policy", help="show or set the lock-out: wrong passwords before an account locks, "
+                                            "and for how long (kept in the data home)")
+    policy.add_argument("--max-failures", type=int, metavar="N", help="wrong passwords in a row (1-100; default 5)")
+    policy.add_argument("--lockout-minutes", type=float, metavar="M", help="minutes locked (default 15)")
+    policy.add_argument("--json", action="store_true")
+    policy.set_defaults(func=cmd_policy)

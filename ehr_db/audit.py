@@ -15,7 +15,7 @@ The chain's head (last seq and hash) is kept twice more:
   that does not follow the log). ``append`` chains from this head, not from the last row, so a
   row appended after a truncation leaves a visible gap instead of hiding it.
 - an anchor file beside the database (``<db>.audit-head``: seq and hash as JSON), rewritten after
-  each commit. It may lag behind the database (a crash between commit and rewrite, two writers
+  each commit (``ehr_db.heads.keep``, which also keeps the other copies). It may lag behind the database (a crash between commit and rewrite, two writers
   racing), never run ahead of it: ``verify`` only requires that the log still holds the
   anchored row with the anchored hash.
 
@@ -30,8 +30,9 @@ What ``verify`` detects, even when the database's triggers were dropped first:
 What it cannot detect: SHA-256 here is not keyed, so someone who can write the database file
 AND the anchor file can rewrite the log and recompute every hash, or truncate both
 consistently; and a deleted anchor file is only reported as missing. Columns outside
-``CHAINED_FIELDS`` are not covered. Keep copies of the head elsewhere (``appliance audit
-verify --json`` prints it; backups keep their own) to catch even that.
+``CHAINED_FIELDS`` are not covered. The clinical rows are covered through the ledger
+(``ehr_db.custody``), and the head's other copies (``ehr_db.heads``: the accounts and sessions
+databases, backups' manifests) catch a record and anchor rolled back or rewritten together.
 
 Invariant: ``verify`` and ``rows_for_patient`` only read; nothing here logs row contents.
 """
@@ -40,19 +41,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from sqlite_utils import Database
 
 from common.sqlite import now_iso
 from ehr_db.errors import EhrError
 
-log = logging.getLogger("ehr_db.audit")
 
 GENESIS = "0" * 64
 CHAINED_FIELDS = ("seq", "at", "actor", "tool", "arguments", "result", "outcome")
@@ -61,7 +60,7 @@ EVENT_KINDS = ("approval", "rejection", "override", "safety_findings", "restore"
 TRIGGERS = ("audit_log_no_update", "audit_log_no_delete", "audit_log_chained", "audit_log_head",
             "audit_head_forward", "audit_head_no_delete")
 ANCHOR_SUFFIX = ".audit-head"
-MAX_PROBLEMS = 10  # reported per verification; the first is the one that matters
+MAX_PROBLEMS = 100  # named per verification (the rest counted); the first is the one that matters
 
 
 class AuditError(EhrError):
@@ -124,9 +123,11 @@ class Problem:
     reason: str
     id: int | None = None
     seq: int | None = None
+    table: str | None = None  # a clinical row's table and id, for a problem about one row
+    row_id: str | None = None
 
     def describe(self) -> str:
-        if self.id is None and self.seq is None:
+        if (self.id is None and self.seq is None) or self.table is not None:  # a clinical row's reason names it
             return self.reason
         where = f"row id {self.id} (seq {self.seq})" if self.id is not None else f"seq {self.seq}"
         return f"{where}: {self.reason}"
@@ -143,6 +144,7 @@ class Verdict:
     problems: list[Problem] = field(default_factory=list)
     more_problems: int = 0
     notes: list[str] = field(default_factory=list)
+    clinical_rows: int | None = None  # rows checked against their digests (None: not checked)
 
     @property
     def ok(self) -> bool:
@@ -161,10 +163,13 @@ class Verdict:
     def summary(self) -> str:
         if self.ok:
             head = (self.head_hash or "")[:16]
-            return f"audit chain verified: {rows_text(self.rows)}, head seq {self.head_seq} ({head}...)"
+            rows = "" if self.clinical_rows is None else f"; {self.clinical_rows} clinical row(s) match their digests"
+            return f"audit chain verified: {rows_text(self.rows)}, head seq {self.head_seq} ({head}...){rows}"
         first = self.first_bad
         located = first.id is not None or first.seq is not None
-        lines = [("audit chain BROKEN at " if located else "audit chain BROKEN: ") + first.describe()]
+        head = "record BROKEN: " if first.table is not None else \
+            "audit chain BROKEN at " if located else "audit chain BROKEN: "
+        lines = [head + first.describe()]
         lines += [f"  also {p.describe()}" for p in self.problems[1:]]
         if self.more_problems:
             lines.append(f"  and {self.more_problems} more problem(s)")
@@ -175,7 +180,7 @@ class Verdict:
             "ok": self.ok, "rows": self.rows, "head_seq": self.head_seq, "head_hash": self.head_hash,
             "anchor": self.anchor, "first_bad": asdict(self.first_bad) if self.first_bad else None,
             "problems": [asdict(p) for p in self.problems], "more_problems": self.more_problems,
-            "notes": self.notes,
+            "notes": self.notes, "clinical_rows": self.clinical_rows,
         }
 
 
@@ -187,8 +192,9 @@ def is_chained(db: Database) -> bool:
     return "audit_head" in db.table_names() and "row_hash" in db["audit_log"].columns_dict
 
 
-def verify(db: Database, anchor: dict | None = None) -> Verdict:
-    """Walk the whole chain in ``id`` order (see the module docstring for what is detected)."""
+def verify(db: Database, anchor: dict | None = None, on_row: Callable[[dict], None] | None = None) -> Verdict:
+    """Walk the whole chain in ``id`` order (see the module docstring for what is detected);
+    ``on_row`` sees every row as it is read (``ehr_db.custody`` gathers the ledger's claims)."""
     if "audit_log" not in db.table_names():
         raise AuditError("this is not an EHR database (no audit_log table)")
     if not is_chained(db):
@@ -202,6 +208,8 @@ def verify(db: Database, anchor: dict | None = None) -> Verdict:
     for values in cursor:
         row = dict(zip(names, values))
         verdict.rows += 1
+        if on_row is not None:
+            on_row(row)
         seq = row["seq"]
         if row["row_hash"] != row_hash(row, row["prev_hash"] or ""):
             verdict.add(Problem("its content does not match its hash (the row was edited, or written "
@@ -271,9 +279,10 @@ def read_anchor(db_path: Path) -> dict | None:
     return data if isinstance(data, dict) else {"seq": None, "hash": None, "unreadable": True}
 
 
-def write_anchor(db_path: Path, seq: int, digest: str, *, force: bool = False) -> None:
-    """Record the head beside the database (atomically, 0600). Never moves the anchor back
-    unless ``force`` (a restore, whose database is older by design)."""
+def write_anchor(db_path: Path, seq: int, digest: str, *, force: bool = False, **more: Any) -> None:
+    """Record the head beside the database (atomically, 0600), with ``more`` fields (the
+    record's id and timeline, ``ehr_db.heads``). Never moves the anchor back unless ``force``
+    (a restore, whose database is older by design)."""
     target = anchor_path(db_path)
     if not force:
         current = read_anchor(db_path)
@@ -282,7 +291,7 @@ def write_anchor(db_path: Path, seq: int, digest: str, *, force: bool = False) -
     fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump({"seq": seq, "hash": digest, "written_at": now_iso()}, handle)
+            json.dump({"seq": seq, "hash": digest, "written_at": now_iso(), **more}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o600)
@@ -290,15 +299,3 @@ def write_anchor(db_path: Path, seq: int, digest: str, *, force: bool = False) -
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def update_anchor(db: Database, *, force: bool = False) -> None:
-    """Anchor the database's current head (after a commit). A failure is logged, never raised:
-    the write it follows has committed already, and the anchor may lag."""
-    try:
-        files = [r[2] for r in db.execute("PRAGMA database_list") if r[1] == "main"]
-        head = db.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
-        if files and files[0] and head is not None:
-            write_anchor(Path(files[0]), head[0], head[1], force=force)
-    except Exception as exc:  # noqa: BLE001 - OSError, sqlite3 errors...: the commit already happened
-        log.warning("audit anchor not updated: %s", type(exc).__name__)

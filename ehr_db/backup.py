@@ -19,22 +19,35 @@ Invariants:
   live database (what a restore is usually for) is kept byte for byte, and the checked file
   renamed over it.
 - The restored database records the restore on its audit chain (event ``restore``: the file
-  names, never contents) and the anchor file is reset to its head.
+  names and the head it replaced, never contents) and every copy of the head (the anchor file,
+  the accounts and sessions databases: ``ehr_db.heads``) is reset to its head; the restore
+  starts a new timeline, so the replaced record's heads are not taken for a rollback.
+- Every backup has a manifest beside it (``<backup>.manifest.json``, 0600): the whole file's
+  sha256 and size, its page size and count, its chain head (record id, timeline, seq, hash)
+  and per clinical table the row count and a digest over its rows' digests
+  (``custody.table_digests``). ``check`` (``ehr restore`` first, ``ehr backup --verify``)
+  names everything that disagrees: the file's hash or size against the manifest, SQLite's
+  integrity check, the schema, the audit chain and row digests (``custody.verify_record``), the
+  tables and head against the manifest. A backup without a manifest (an older version's) is
+  checked by everything else, with a note.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sqlite3
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlite_utils import Database
 
 from common.locations import PRIVATE_FILE_MODE
-from common.sqlite import DatabaseCorrupt, opened, write_transaction
-from ehr_db import audit
+from common.sqlite import DatabaseCorrupt, now_iso, opened, write_transaction
+from ehr_db import audit, custody, heads
 from ehr_db.errors import DatabaseNotReady, EhrError
 from ehr_db.migrations import MIGRATIONS, applied_migrations, migrate
 
@@ -43,18 +56,56 @@ class BackupError(EhrError):
     """A backup could not be written, or a file was refused for restore (the message says why)."""
 
 
+MANIFEST_FORMAT = "appliance-ehr-backup/1"
+
+
 @dataclass(frozen=True)
 class BackupReport:
     path: Path
     patients: int
     audit: audit.Verdict | None  # None: a database from before the chain (``appliance init`` adds it)
+    manifest: Path | None = None
 
     def summary(self) -> str:
         if self.audit is None:
             return f"EHR backup written to {self.path}: {self.patients} patients, audit log not chained yet"
         state = "verified" if self.audit.ok else f"BROKEN ({self.audit.first_bad.describe()})"
-        return (f"EHR backup written to {self.path}: {self.patients} patients, audit log of "
+        text = (f"EHR backup written to {self.path}: {self.patients} patients, audit log of "
                 f"{audit.rows_text(self.audit.rows)}, chain {state}")
+        return text + (f"\n  manifest: {self.manifest}" if self.manifest else "")
+
+
+@dataclass
+class BackupCheck:
+    """What ``check`` found: ``problems`` (each a disagreement, named) and ``notes``."""
+
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    manifest: dict | None = None
+    patients: int | None = None
+    audit_rows: int | None = None
+    clinical_rows: int | None = None
+    head_seq: int | None = None
+    migrations_applied: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def refusal(self) -> str:
+        return f"{self.path.name} was refused: {'; '.join(self.problems)}; it was not restored"
+
+    def summary(self) -> str:
+        if not self.ok:
+            lines = [f"backup {self.path} does NOT verify:"] + [f"  {p}" for p in self.problems]
+        else:
+            against = "matches its manifest" if self.manifest else "has no manifest to compare with"
+            rows = f", {self.clinical_rows} clinical rows" if self.clinical_rows is not None else ""
+            lines = [f"backup {self.path} verified: the file {against}; integrity ok; {self.patients} patients, "
+                     f"audit log of {audit.rows_text(self.audit_rows or 0)}{rows} match their digests, "
+                     f"head seq {self.head_seq}"]
+        return "\n".join(lines + [f"  note: {n}" for n in self.notes])
 
 
 @dataclass(frozen=True)
@@ -65,10 +116,12 @@ class RestoreReport:
     patients: int
     audit_rows: int
     migrations_applied: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
     def summary(self) -> str:
         lines = [f"EHR restored from {self.source}: {self.patients} patients, audit log of "
                  f"{audit.rows_text(self.audit_rows)} (chain verified)"]
+        lines += [f"  note: {note}" for note in self.notes]
         if self.migrations_applied:
             lines.append(f"  brought up to date: {', '.join(self.migrations_applied)}")
         if self.replaced_kept_as:
@@ -109,6 +162,58 @@ def _patients(db: Database) -> int:
     return db.execute("SELECT count(*) FROM patients").fetchone()[0]
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest_path(backup_path: Path) -> Path:
+    return Path(backup_path).with_name(Path(backup_path).name + heads.MANIFEST_SUFFIX)
+
+
+def _manifest(path: Path, db: Database) -> dict:
+    """The manifest of the backup file at ``path`` (``db``: a connection to it)."""
+    f = heads.facts(db)
+    return {
+        "format": MANIFEST_FORMAT, "file": path.name, "written_at": now_iso(),
+        "bytes": path.stat().st_size, "sha256": file_sha256(path),
+        "page_size": db.execute("PRAGMA page_size").fetchone()[0],
+        "pages": db.execute("PRAGMA page_count").fetchone()[0],
+        "head": f.head() if f is not None and f.record_id is not None else None,
+        "tables": custody.table_digests(db),
+    }
+
+
+def _write_private_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_manifest(backup_path: Path) -> tuple[dict | None, str | None]:
+    """(manifest, None), (None, None) when there is none, or (None, the problem with it)."""
+    path = manifest_path(backup_path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError):
+        return None, f"its manifest {path.name} cannot be read"
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("tables"), dict):
+        return None, f"its manifest {path.name} is not a backup manifest"
+    return data, None
+
+
 def backup(db_path: Path, dest: Path) -> BackupReport:
     """Write a checked copy of the EHR at ``db_path`` to ``dest`` (a file name, or a folder
     to put ``ehr-<UTC time>.sqlite`` in)."""
@@ -117,7 +222,7 @@ def backup(db_path: Path, dest: Path) -> BackupReport:
         raise DatabaseNotReady("the health record database has not been created")
     if dest.is_dir():
         dest = dest / f"ehr-{_stamp()}.sqlite"
-    if dest.exists():
+    if dest.exists() or manifest_path(dest).exists():
         raise BackupError(f"{dest} already exists; choose a new name")
     if not dest.parent.is_dir():
         raise BackupError(f"folder {dest.parent} does not exist")
@@ -128,9 +233,12 @@ def backup(db_path: Path, dest: Path) -> BackupReport:
         with opened(tmp, read_only=True) as copy:
             if copy.execute("PRAGMA integrity_check").fetchall() != [("ok",)]:
                 raise BackupError("the copy failed SQLite's integrity check; the database may be damaged")
-            verdict = audit.verify(copy) if audit.is_chained(copy) else None
+            verdict = custody.verify_record(copy) if audit.is_chained(copy) else None
             patients = _patients(copy)
+            manifest = _manifest(tmp, copy)
+        manifest["file"] = dest.name
         os.replace(tmp, dest)
+        _write_private_json(manifest_path(dest), manifest)
         _fsync(dest.parent)
     except sqlite3.Error as exc:
         raise BackupError(f"the backup could not be written ({type(exc).__name__}: {exc})") from None
@@ -138,28 +246,103 @@ def backup(db_path: Path, dest: Path) -> BackupReport:
         raise BackupError(f"the backup could not be written: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
-    return BackupReport(dest, patients, verdict)
+    return BackupReport(dest, patients, verdict, manifest_path(dest))
 
 
-def _check_restorable(path: Path, name: str) -> tuple[tuple[str, ...], int, int]:
-    """Refuse ``path`` unless it is a whole, current-or-older EHR whose audit chain verifies;
-    migrate it. Returns (migrations applied, patients, audit rows)."""
+def check(source: Path, work: Path) -> BackupCheck:
+    """Check the backup at ``source`` (module docstring); ``work``: a new file's path for the
+    checked (and migrated) copy, left there for a restore to use."""
+    source = Path(source)
+    result = BackupCheck(source)
+    manifest, problem = read_manifest(source)
+    result.manifest = manifest
+    if problem:
+        result.problems.append(problem)
+    elif manifest is None:
+        result.notes.append("no manifest beside it (a backup from an older version): checked by its integrity, "
+                            "audit chain and row digests only")
+    else:
+        size = source.stat().st_size
+        if file_sha256(source) != manifest.get("sha256"):
+            result.problems.append("its sha256 differs from its manifest's (the file changed after the backup)")
+        if size != manifest.get("bytes") or size // max(1, int(manifest.get("page_size") or 1)) != manifest.get("pages"):
+            result.problems.append("its size or page count differs from its manifest's")
+    try:
+        reader = sqlite3.connect(f"file:{source.resolve()}?mode=ro", uri=True)
+        try:
+            _copy_into(reader, work)
+        finally:
+            reader.close()
+    except (sqlite3.Error, UnicodeDecodeError, ValueError, OverflowError):  # a damaged header: many ways to fail
+        result.problems.append("it is not a readable SQLite database")
+        return result
+    try:
+        _check_copy(work, source.name, result)
+    except (DatabaseCorrupt, sqlite3.DatabaseError, UnicodeDecodeError, ValueError, OverflowError):
+        result.problems.append("it fails SQLite's integrity check")
+    except audit.AuditError as exc:
+        result.problems.append(str(exc))
+    return result
+
+
+def _check_copy(path: Path, name: str, result: BackupCheck) -> None:
+    """The database checks of ``check``, on the copy at ``path`` (migrated when it passes)."""
     with opened(path) as db:
         if db.execute("PRAGMA integrity_check").fetchall() != [("ok",)]:
-            raise BackupError(f"{name} fails SQLite's integrity check; it was not restored")
+            result.problems.append("it fails SQLite's integrity check")
+            return
         tables = set(db.table_names())
         if not {"patients", "audit_log"} <= tables or not applied_migrations(db):
-            raise BackupError(f"{name} is not an EHR database; it was not restored")
+            result.problems.append("it is not an EHR database")
+            return
         unknown = set(applied_migrations(db)) - {fn.__name__ for fn in MIGRATIONS}
         if unknown:
-            raise BackupError(f"{name} was written by a newer version of the appliance "
-                              f"(unknown migration {sorted(unknown)[0]}); it was not restored")
-        applied = tuple(migrate(db))
-        verdict = audit.verify(db)
+            result.problems.append(f"it was written by a newer version of the appliance (unknown migration "
+                                   f"{sorted(unknown)[0]})")
+            return
+        manifest = result.manifest
+        if manifest is not None:
+            found = custody.table_digests(db)
+            for table, want in sorted(manifest["tables"].items()):
+                got = found.get(table)
+                if got != want:
+                    result.problems.append(f"table {table}'s rows differ from its manifest's ({(got or {}).get('rows')} "
+                                           f"rows, the manifest {want.get('rows') if isinstance(want, dict) else '?'})")
+        result.migrations_applied = tuple(migrate(db))
+        verdict = custody.verify_record(db)
         if not verdict.ok:
-            raise BackupError(f"the audit chain of {name} does not verify ({verdict.first_bad.describe()}); "
-                              "it was not restored")
-        return applied, _patients(db), verdict.rows
+            result.problems.append(f"the audit chain of {name} does not verify ({verdict.first_bad.describe()})"
+                                   + (f" and {len(verdict.problems) - 1} more problem(s)" if len(verdict.problems) > 1
+                                      else ""))
+        result.notes += [n for n in verdict.notes if "no anchor file" not in n]
+        head = (manifest or {}).get("head")
+        if isinstance(head, dict) and isinstance(head.get("seq"), int):
+            found_hash = db.execute("SELECT row_hash FROM audit_log WHERE seq = ?", [head["seq"]]).fetchone()
+            if found_hash is None or found_hash[0] != head.get("hash"):
+                result.problems.append(f"its audit chain at seq {head['seq']} differs from its manifest's head")
+        result.patients, result.audit_rows = _patients(db), verdict.rows
+        result.clinical_rows, result.head_seq = verdict.clinical_rows, verdict.head_seq
+
+
+def verify_backup(source: Path) -> BackupCheck:
+    """``appliance ehr backup --verify PATH``: ``check`` on a temporary copy; nothing is restored."""
+    source = Path(source)
+    if not source.is_file():
+        raise BackupError(f"{source} is not a file")
+    with tempfile.TemporaryDirectory(prefix="ehr-backup-check-") as tmp:
+        return check(source, Path(tmp) / "copy.sqlite")
+
+
+def _replaced_head(db_path: Path) -> dict | None:
+    """The head of the record a restore replaces (kept in the restore event), when readable."""
+    if not db_path.exists():
+        return None
+    try:
+        with opened(db_path, read_only=True) as live:
+            f = heads.facts(live)
+    except (DatabaseCorrupt, sqlite3.Error):
+        return None
+    return None if f is None else {"record_id": f.record_id, "seq": f.head_seq, "hash": f.head_hash}
 
 
 def _readable(path: Path) -> bool:
@@ -200,21 +383,12 @@ def restore(db_path: Path, source: Path, *, actor: str) -> RestoreReport:
     tmp.unlink(missing_ok=True)  # a leftover of an interrupted restore
     kept: Path | None = None
     try:
-        try:
-            reader = sqlite3.connect(f"file:{source.resolve()}?mode=ro", uri=True)
-            try:
-                _copy_into(reader, tmp)
-            finally:
-                reader.close()
-        except sqlite3.DatabaseError:
-            raise BackupError(f"{source.name} is not a readable SQLite database; it was not restored") from None
-        try:
-            applied, patients, rows = _check_restorable(tmp, source.name)
-        except DatabaseCorrupt:
-            raise BackupError(f"{source.name} fails SQLite's integrity check; it was not restored") from None
-        except audit.AuditError as exc:
-            raise BackupError(f"{source.name}: {exc}; it was not restored") from None
+        inspected = check(source, tmp)
+        if not inspected.ok:
+            raise BackupError(inspected.refusal())
+        applied, patients, rows = inspected.migrations_applied, inspected.patients, inspected.audit_rows
         _fsync(tmp)
+        replaced = _replaced_head(db_path)
         if db_path.exists():
             kept = db_path.with_name(f"{db_path.name}.replaced-{_stamp()}")
             if _readable(db_path):
@@ -234,8 +408,9 @@ def restore(db_path: Path, source: Path, *, actor: str) -> RestoreReport:
         with opened(db_path) as db:
             with write_transaction(db):
                 audit.append(db, actor, "restore", {"details": {
-                    "from": source.name, "replaced_kept_as": kept.name if kept else None}}, None)
-            audit.update_anchor(db, force=True)
+                    "from": source.name, "replaced_kept_as": kept.name if kept else None,
+                    "replaced_head": replaced}}, None)
+            heads.keep(db, force=True)
     except sqlite3.Error as exc:
         raise BackupError(f"the restore failed ({type(exc).__name__}); the live database was not changed"
                           if kept is None else f"the restore failed ({type(exc).__name__}); the previous "
@@ -244,5 +419,5 @@ def restore(db_path: Path, source: Path, *, actor: str) -> RestoreReport:
         raise BackupError(f"the restore failed: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
-    return RestoreReport(source, db_path, kept, patients, rows + 1, applied)
+    return RestoreReport(source, db_path, kept, patients, rows + 1, applied, tuple(inspected.notes))
 

@@ -9,6 +9,8 @@ Invariants:
   updated; anything a clinician or an import wrote is never touched, and no row is deleted.
   Loading twice changes nothing the second time (no rewrite, no audit row).
 - Record IDs are derived from the patient ID and position, so they are stable across loads.
+- A load and a refresh are each one audited event recording every row's digest
+  (``ehr_db.custody``), in the load's transaction.
 - Codes come from ``ehr_db.codes``: condition codes must be in the SNOMED catalog, result
   codes in the LOINC catalog, and medication RxNorm codes are derived from the ingredient
   name (NULL when the ingredient is not catalogued).
@@ -25,7 +27,8 @@ from sqlite_utils import Database
 
 from common.sqlite import now_iso, write_transaction
 from ehr_db.codes import LOINC_TESTS, RXNORM_SYSTEM, SNOMED_CONDITIONS, interpretation, rxnorm_for
-from ehr_db.repository import audit, name_key
+from ehr_db import custody
+from ehr_db.repository import name_key
 
 DEMO_FILE = Path(__file__).parent / "demo" / "patients.json"
 
@@ -64,46 +67,53 @@ def sync_demo_patients(db: Database, path: Path = DEMO_FILE) -> DemoLoad:
     patients = read_demo_patients(path)
     added = refreshed = new_rows = 0
     with write_transaction(db):
+        loaded, renewed = custody.RowChanges(db), custody.RowChanges(db)
         for patient in patients:
             rows = demo_rows(patient)
             present = db.execute("SELECT source FROM patients WHERE id = ?", [patient["id"]]).fetchone()
             if present is None:
                 for table in _TABLES:
                     for row in rows[table]:
+                        loaded.before(table, row["id"])
                         db[table].insert(row)
+                        loaded.after(table, row["id"])
                 added += 1
                 continue
             if present[0] != "demo":
                 continue  # an imported or clinician-created patient that happens to share the ID
-            r, n = _refresh(db, rows)
+            r, n = _refresh(db, rows, renewed)
             refreshed, new_rows = refreshed + r, new_rows + n
         if added:
-            audit(db, "appliance-setup", "load_demo_patients", {"file": path.name},
-                  {"patients_added": added})
+            custody.append(db, "appliance-setup", "load_demo_patients", {"file": path.name},
+                           {"patients_added": added}, loaded)
         if refreshed or new_rows:
-            audit(db, "appliance-setup", "refresh_demo_patients", {"file": path.name},
-                  {"rows_refreshed": refreshed, "rows_added": new_rows})
+            custody.append(db, "appliance-setup", "refresh_demo_patients", {"file": path.name},
+                           {"rows_refreshed": refreshed, "rows_added": new_rows}, renewed)
     return DemoLoad(added, refreshed, new_rows)
 
 
-def _refresh(db: Database, rows: dict[str, list[dict[str, Any]]]) -> tuple[int, int]:
+def _refresh(db: Database, rows: dict[str, list[dict[str, Any]]], changes: custody.RowChanges) -> tuple[int, int]:
     refreshed = added = 0
     for table in _TABLES:
         for row in rows[table]:
             cursor = db.execute(f"SELECT * FROM [{table}] WHERE id = ?", [row["id"]])
             found = cursor.fetchone()
             if found is None:
+                changes.before(table, row["id"])
                 db[table].insert(row)
+                changes.after(table, row["id"])
                 added += 1
                 continue
             current = dict(zip((c[0] for c in cursor.description), found))
             if current.get("source") != "demo":
                 continue
-            changes = {k: v for k, v in row.items() if k not in _VOLATILE and current.get(k) != v}
-            if changes:
+            update = {k: v for k, v in row.items() if k not in _VOLATILE and current.get(k) != v}
+            if update:
                 if "updated_at" in row:
-                    changes["updated_at"] = row["updated_at"]
-                db[table].update(row["id"], changes)
+                    update["updated_at"] = row["updated_at"]
+                changes.before(table, row["id"])
+                db[table].update(row["id"], update)
+                changes.after(table, row["id"])
                 refreshed += 1
     return refreshed, added
 

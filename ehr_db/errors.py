@@ -34,3 +34,14 @@ class InvalidField(EhrError):
 
 class BundleError(EhrError):
     """A FHIR file cannot be imported: unreadable, not JSON, or not a Bundle."""
+
+
+class ImportNeedsAcceptance(BundleError):
+    """An import would change what clinicians rely on (identity, allergies, active medications);
+    nothing was written. ``differences`` lists each change (``ehr_db.import_checks``)."""
+
+    def __init__(self, source: str, differences: list):
+        super().__init__(f"importing {source} would change {len(differences)} thing(s) clinicians rely on "
+                         "(a patient's identity, an allergy, an active medication); nothing was imported. Check "
+                         "the differences, then run again with --accept-changes to apply them")
+        self.differences = differences

@@ -12,11 +12,19 @@ Invariants:
   ``Type/<id>`` or an absolute URL ending in ``Type/<id>``; a reference to a patient that is
   neither in the bundle nor already in the database skips the resource ("unknown reference").
 - The whole import is one transaction: a crash leaves the database as it was. One audit row
-  records an import that changed anything.
-- A file that is unreadable, not JSON, or not a supported Bundle raises ``BundleError``. A
-  resource whose fields have the wrong JSON types (a string ``Patient.name``, a list
-  ``Condition.code``; ``fhir_shapes``) or that the schema's constraints refuse is skipped, all
-  its rows or none, with the reason in the report: never a traceback, never half-stored.
+  records an import that changed anything, with the digest of every row it wrote and of what
+  each replaced (``ehr_db.custody``).
+- An import never quietly changes what clinicians rely on: when it would change a patient's
+  identity, an active allergy or an active medication order (``import_checks.differences``),
+  it stops with ``ImportNeedsAcceptance`` listing each difference and writes nothing, unless
+  ``accept_changes``; then the audit row keeps each accepted difference, before and after.
+- A file that cannot be read in full (unreadable, not UTF-8, truncated or otherwise not JSON,
+  nested too deeply), that is not a supported Bundle, that holds one resource id twice, or
+  that brings a value outside physiological limits (``import_checks.value_problem``) raises
+  ``BundleError`` naming the problem, and nothing is imported. A resource whose fields have
+  the wrong JSON types (a string ``Patient.name``, a list ``Condition.code``; ``fhir_shapes``)
+  or that the schema's constraints refuse is skipped, all its rows or none, with the reason in
+  the report: never a traceback, never half-stored.
 """
 
 from __future__ import annotations
@@ -31,8 +39,8 @@ from typing import Any
 from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, write_transaction
-from ehr_db import audit as audit_chain
-from ehr_db.errors import BundleError
+from ehr_db import custody, heads, import_checks
+from ehr_db.errors import BundleError, ImportNeedsAcceptance
 from ehr_db.fhir_mapping import (
     Skip,
     allergy_row,
@@ -45,7 +53,6 @@ from ehr_db.fhir_mapping import (
 )
 from ehr_db.fhir_shapes import row_problem, shape_problem
 from ehr_db.migrations import migrate
-from ehr_db.repository import audit
 
 BUNDLE_TYPES = ("transaction", "batch", "collection")
 # Import order: targets of references before the resources that point at them.
@@ -78,6 +85,7 @@ class ImportReport:
     updated: Counter = field(default_factory=Counter)
     unchanged: Counter = field(default_factory=Counter)
     skipped: list[Skipped] = field(default_factory=list)
+    differences: list[import_checks.Difference] = field(default_factory=list)  # accepted, when it ran
 
     @property
     def changed(self) -> int:
@@ -102,30 +110,58 @@ class ImportReport:
         for reason, types in sorted(self.skipped_by_reason().items()):
             detail = ", ".join(f"{t} {n}" for t, n in sorted(types.items()))
             lines.append(f"  skipped {sum(types.values())} ({reason}): {detail}")
+        if self.differences:
+            lines.append(f"  accepted {len(self.differences)} change(s) to what clinicians rely on (audited, "
+                         "before and after):")
+            lines += [f"    {d.describe()}" for d in self.differences]
         return "\n".join(lines)
 
 
 def read_bundle(path: Path) -> dict[str, Any]:
     """The parsed Bundle, or ``BundleError`` saying what is wrong with the file."""
+    name = Path(path).name
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BundleError(f"cannot read {Path(path).name}: {type(exc).__name__}") from None
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"cannot read {name} in full: not UTF-8 text (byte {exc.start}); nothing was imported") \
+            from None
+    except OSError as exc:
+        raise BundleError(f"cannot read {name}: {exc.strerror or type(exc).__name__}; nothing was imported") from None
     try:
         bundle = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BundleError(f"{Path(path).name} is not valid JSON (line {exc.lineno})") from None
+        raise BundleError(f"{name} is not valid JSON (line {exc.lineno}): truncated or damaged; nothing was "
+                          "imported") from None
+    except RecursionError:
+        raise BundleError(f"{name} is nested too deeply to read; nothing was imported") from None
     if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
-        raise BundleError(f"{Path(path).name} is not a FHIR Bundle")
+        raise BundleError(f"{name} is not a FHIR Bundle")
     if bundle.get("type") not in BUNDLE_TYPES:
         raise BundleError(f"unsupported Bundle type {bundle.get('type')!r}; expected one of {', '.join(BUNDLE_TYPES)}")
     if not isinstance(bundle.get("entry", []), list):
         raise BundleError("Bundle.entry is not a list")
+    _refuse_duplicates(bundle, name)
     return bundle
 
 
-def _id_from_full_url(full_url: str | None) -> str | None:
-    if not full_url:
+def _refuse_duplicates(bundle: dict, name: str) -> None:
+    """A resource id twice in one file: which copy should win is not the importer's to guess."""
+    seen: dict[tuple[str, str], int] = {}
+    for n, entry in enumerate(bundle.get("entry", []), start=1):
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+            continue
+        rid = resource.get("id") or _id_from_full_url(entry.get("fullUrl"))
+        if not isinstance(rid, str) or not rid:
+            continue
+        key = (resource["resourceType"], rid)
+        if key in seen:
+            raise BundleError(f"{name} holds {key[0]} {rid} twice (entries {seen[key]} and {n}); nothing was imported")
+        seen[key] = n
+
+
+def _id_from_full_url(full_url: Any) -> str | None:
+    if not full_url or not isinstance(full_url, str):
         return None
     if full_url.startswith("urn:uuid:"):
         return full_url[len("urn:uuid:"):]
@@ -165,38 +201,66 @@ class _Index:
         return rid if row else None
 
 
-def _upsert(db: Database, table: str, row: dict) -> str:
+class _Run:
+    """One import's state: its rows' digests (``custody``), the differences it would make
+    (``import_checks``) and the rows written so far (a row id twice is refused)."""
+
+    def __init__(self, db: Database):
+        self.changes = custody.RowChanges(db)
+        self.differences: list[import_checks.Difference] = []
+        self.written: set[tuple[str, str]] = set()
+
+
+def _upsert(db: Database, table: str, row: dict, run: _Run) -> str:
+    if (table, row["id"]) in run.written:
+        raise BundleError(f"two resources in the file give {table} the row {row['id']}; nothing was imported")
+    run.written.add((table, row["id"]))
+    changes = run.changes
     existing = list(db.query(f"SELECT * FROM {table} WHERE id = ?", [row["id"]]))
     if not existing:
         if table == "patients":
             row = {**row, "updated_at": now_iso()}
+        changes.before(table, row["id"])
         db[table].insert(row)
+        changes.after(table, row["id"])
         return "created"
     if all(existing[0].get(k) == v for k, v in row.items() if k not in VOLATILE_COLUMNS):
         return "unchanged"
+    run.differences += import_checks.differences(table, existing[0], row)
     if table == "patients":
         row = {**row, "updated_at": now_iso()}
+    changes.before(table, row["id"])
     db[table].update(row["id"], row)
+    changes.after(table, row["id"])
     return "updated"
 
 
-def import_fhir_bundle(db_path: Path | str, bundle_path: Path | str, *, actor: str = "fhir-import") -> ImportReport:
-    """Import one FHIR Bundle file into the EHR at ``db_path`` (migrated first)."""
+def import_fhir_bundle(db_path: Path | str, bundle_path: Path | str, *, actor: str = "fhir-import",
+                       accept_changes: bool = False) -> ImportReport:
+    """Import one FHIR Bundle file into the EHR at ``db_path`` (migrated first); see the module
+    docstring for what stops it (``BundleError``, ``ImportNeedsAcceptance``)."""
     bundle = read_bundle(Path(bundle_path))
     report = ImportReport(source=Path(bundle_path).name)
     with opened(db_path) as db:
         migrate(db)
         with write_transaction(db):
-            _import(db, bundle, report)
+            run = _Run(db)
+            _import(db, bundle, report, run)
+            if run.differences and not accept_changes:
+                raise ImportNeedsAcceptance(report.source, run.differences)  # rolls the whole import back
+            report.differences = run.differences
             if report.changed:
-                audit(db, actor, "fhir_import", {"bundle": report.source},
-                      {"created": sum(report.created.values()), "updated": sum(report.updated.values()),
-                       "skipped": len(report.skipped)})
-        audit_chain.update_anchor(db)
+                arguments = {"bundle": report.source}
+                if run.differences:
+                    arguments["accepted_changes"] = [d.to_json() for d in run.differences]
+                custody.append(db, actor, "fhir_import", arguments,
+                               {"created": sum(report.created.values()), "updated": sum(report.updated.values()),
+                                "skipped": len(report.skipped)}, run.changes)
+        heads.keep(db)
     return report
 
 
-def _import(db: Database, bundle: dict, report: ImportReport) -> None:
+def _import(db: Database, bundle: dict, report: ImportReport, run: _Run) -> None:
     index = _Index(db)
     pending: dict[str, list[dict]] = {t: [] for t in TABLES}
     for entry in bundle.get("entry", []):
@@ -222,7 +286,7 @@ def _import(db: Database, bundle: dict, report: ImportReport) -> None:
         for resource in pending[rtype]:
             try:
                 rows = _checked_rows(rtype, resource, index, medications)
-                outcomes = _upsert_all(db, table, rows)
+                outcomes = _upsert_all(db, table, rows, run)
             except Skip as why:
                 report.skipped.append(Skipped(rtype, resource["id"], str(why)))
                 continue
@@ -244,17 +308,46 @@ def _checked_rows(rtype: str, resource: dict, index: _Index, medications: dict) 
         problem = row_problem(rtype, row)
         if problem:
             raise Skip(f"malformed: {problem}")
+    _refuse_implausible(rtype, resource, rows)
     return rows
 
 
-def _upsert_all(db: Database, table: str, rows: list[dict]) -> list[str]:
+def _refuse_implausible(rtype: str, resource: dict, rows: list[dict]) -> None:
+    """``BundleError`` (the whole import) for a number no patient could have (``import_checks``)."""
+    where = f"{rtype} {resource['id']}"
+    if rtype == "Observation":
+        field = "valueQuantity.value" if not resource.get("component") else "component valueQuantity.value"
+        for row in rows:
+            problems = [import_checks.value_problem(field, row.get("value_num"), row.get("loinc_code"), row.get("unit")),
+                        import_checks.value_problem("referenceRange.low.value", row.get("ref_low")),
+                        import_checks.value_problem("referenceRange.high.value", row.get("ref_high"))]
+            problem = next((p for p in problems if p), None)
+            if problem:
+                raise BundleError(f"{where}: {problem}; nothing was imported")
+    elif rtype == "MedicationRequest":
+        for n, dosage in enumerate(resource.get("dosageInstruction") or []):
+            for m, dose in enumerate((dosage or {}).get("doseAndRate") or [] if isinstance(dosage, dict) else []):
+                quantity = dose.get("doseQuantity") if isinstance(dose, dict) else None
+                value = quantity.get("value") if isinstance(quantity, dict) else None
+                problem = import_checks.value_problem(
+                    f"dosageInstruction[{n}].doseAndRate[{m}].doseQuantity.value", value)
+                if problem:
+                    raise BundleError(f"{where}: {problem}; nothing was imported")
+
+
+def _upsert_all(db: Database, table: str, rows: list[dict], run: _Run) -> list[str]:
     """Upsert a resource's rows together: all of them, or (``Skip``) none."""
     db.execute("SAVEPOINT resource")
+    mark, found, outcomes = run.changes.mark(), len(run.differences), []
     try:
-        outcomes = [_upsert(db, table, row) for row in rows]
+        for row in rows:
+            outcomes.append(_upsert(db, table, row, run))
     except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError):
         db.execute("ROLLBACK TO resource")
         db.execute("RELEASE resource")
+        run.changes.undo(mark)
+        del run.differences[found:]
+        run.written -= {(table, r["id"]) for r in rows[:len(outcomes) + 1]}  # each new to this run
         raise Skip("rejected by the record's constraints") from None
     db.execute("RELEASE resource")
     return outcomes

@@ -13,6 +13,8 @@ Invariants:
   NULL when it is not known, never guessed.
 - ``audit_log`` is append-only, enforced by triggers, and hash-chained (``ehr_db.audit``):
   the chain's head lives in ``audit_head``; triggers refuse a row that does not extend it.
+- ``row_digests`` is the ledger of every clinical row's digest (``ehr_db.custody``), written
+  with the audit row that accounts for it, append-only like the log.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlite_utils import Database
 
 from common import sqlite
 from common.sqlite import Migration
-from ehr_db import audit
+from ehr_db import audit, custody
 
 STORE = "ehr"  # the migration set's name
 MIGRATIONS: list[Migration] = []
@@ -281,6 +283,69 @@ def m005_write_idempotency_keys(db: Database) -> None:
             BEGIN SELECT RAISE(ABORT, 'write_keys is append-only'); END
             """
         )
+
+
+@migration
+def m006_read_log(db: Database) -> None:
+    """Who read which chart, with which tool, when (``EhrRepository.log_read``): one row per
+    chart read and per patient a search listed (a search's text is never kept; a search that
+    listed no one is one row without a patient). Append-only, like the audit log; apart from
+    the hash chain, because reads are many and change nothing."""
+    db.execute(
+        """
+        CREATE TABLE read_log (
+            id INTEGER PRIMARY KEY,
+            at TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            terminal TEXT,                   -- the token's terminal over the clinic host; NULL locally
+            tool TEXT NOT NULL,
+            patient_id TEXT,                 -- NULL: a search that listed no one
+            matches INTEGER                  -- a search's total matches; NULL for a chart read
+        )
+        """
+    )
+    db.execute("CREATE INDEX idx_read_log_patient ON read_log (patient_id, id)")
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"""
+            CREATE TRIGGER read_log_no_{event.lower()} BEFORE {event} ON read_log
+            BEGIN SELECT RAISE(ABORT, 'read_log is append-only'); END
+            """
+        )
+
+
+@migration
+def m007_row_digests(db: Database) -> None:
+    """The clinical rows under the chain (``ehr_db.custody``): the ledger of row digests, each
+    entry written with the audit row (same seq) whose result records the entries' digest. A
+    record that already has rows gets them taken as they stand (one ``custody_baseline``
+    event). Also an index on the log's tool, for the restores that mark a record's timelines."""
+    db.execute(
+        """
+        CREATE TABLE row_digests (
+            seq INTEGER NOT NULL,            -- the audit row (audit_log.seq) that wrote the entry
+            tbl TEXT NOT NULL,               -- the clinical table
+            row_id TEXT NOT NULL,
+            before TEXT,                     -- the digest the write replaced (NULL: a new row)
+            digest TEXT                      -- the digest it wrote (NULL: the row was removed)
+        )
+        """
+    )
+    db.execute("CREATE UNIQUE INDEX idx_row_digests_seq ON row_digests (seq, tbl, row_id)")
+    db.execute("CREATE INDEX idx_audit_log_tool ON audit_log (tool)")
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"""
+            CREATE TRIGGER row_digests_no_{event.lower()} BEFORE {event} ON row_digests
+            BEGIN SELECT RAISE(ABORT, 'row_digests is append-only'); END
+            """
+        )
+    db.execute(
+        """CREATE TRIGGER row_digests_current BEFORE INSERT ON row_digests
+           WHEN NEW.seq IS NOT (SELECT seq FROM audit_head WHERE id = 1)
+           BEGIN SELECT RAISE(ABORT, 'row_digests entries belong to the audit row just written'); END"""
+    )
+    custody.baseline(db)
 
 
 def applied_migrations(db: Database) -> list[str]:

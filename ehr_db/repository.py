@@ -8,7 +8,9 @@ Invariants:
   ``audit_log`` row, with author and UTC time: both are stored or neither. The time is read
   after the write lock is taken, so the record and its audit row carry the same instant.
 - The audit log is a hash chain (``ehr_db.audit``); writes and non-write events
-  (``record_event``) are appended to it, and its head is anchored beside the file after commit.
+  (``record_event``) are appended to it, and its head is anchored beside the file after commit
+  (and copied to the accounts and sessions databases beside it: ``ehr_db.heads``). A write's
+  audit row also records the digest of the row it wrote (``ehr_db.custody``).
 - A prescription's drug or an allergy's substance may not be the patient's own name.
 - A write may carry an idempotency key (made by the caller, once per intended write). The key
   is stored in ``write_keys`` (unique) in the write's own transaction; a write whose key is
@@ -38,7 +40,7 @@ from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, read_snapshot, write_transaction
 from ehr_db import audit as audit_chain
-from ehr_db import validation
+from ehr_db import custody, heads, validation
 from ehr_db.codes import rxnorm_for
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.migrations import migrate
@@ -296,13 +298,16 @@ class EhrRepository:
                     if _is_patient_name(record[name], *patient):
                         raise InvalidField(name, f"is the patient's name, not {what}")
                 at = now_iso()
+                changes = custody.RowChanges(db)
+                changes.before(table, new_id)
                 db[table].insert({"id": new_id, "patient_id": patient_id, **record, time_field: at,
                                   "source": "appliance"})
-                audit(db, author, tool, {"patient_id": patient_id, **arguments}, result, at=at)
+                changes.after(table, new_id)
+                custody.append(db, author, tool, {"patient_id": patient_id, **arguments}, result, changes, at=at)
                 if key is not None:
                     db["write_keys"].insert({"idempotency_key": key, "tool": tool, "arguments": audited,
                                              "record_id": new_id, "at": at})
-            audit_chain.update_anchor(db)
+            heads.keep(db)
         return new_id
 
     def prescribe_medication(self, patient_id: str, medication_name: str, dosage: str,
@@ -385,13 +390,26 @@ class EhrRepository:
         with self._open() as db:
             with write_transaction(db):
                 seq, _ = audit_chain.append(db, who, kind, arguments, None)
-            audit_chain.update_anchor(db)
+            heads.keep(db)
         return seq
 
-    def verify_audit(self) -> audit_chain.Verdict:
-        """Walk the audit chain and compare its end with the anchor file (read only)."""
+    def verify_audit(self, backups: tuple[Path, ...] = ()) -> audit_chain.Verdict:
+        """Walk the audit chain, compare its end with the anchor file, every clinical row with
+        its recorded digest, and the head with its copies beside the record and in the
+        manifests of ``backups`` (files or folders) (read only; ``ehr_db.custody``)."""
+        found, notes = heads.copies(self.path, backups, anchor=False)
+
+        def head_check(db):
+            problems, more = heads.compare(db, found)
+            return problems, notes + more
+
         with self._open_read() as db:
-            return audit_chain.verify(db, audit_chain.read_anchor(self.path))
+            return custody.verify_record(db, audit_chain.read_anchor(self.path), head_check)
+
+    def custody_warnings(self) -> list[str]:
+        """Start-up's check: each copy of the chain head kept outside the record that shows the
+        record older than it, or rewritten (``ehr_db.heads``)."""
+        return heads.startup_problems(self.path)
 
     def audit_trail(self, patient_id: str) -> list[dict]:
         """The audit rows about one patient (writes and events), oldest first."""
@@ -400,3 +418,25 @@ class EhrRepository:
             if not audit_chain.is_chained(db):
                 raise audit_chain.AuditError("the audit log has no hash chain yet; run `appliance init` to add it")
             return audit_chain.rows_for_patient(db, pid)
+
+    # -- the read log (who read which chart; ``migrations.m006_read_log``) ---------------------
+
+    def log_read(self, actor: str, tool: str, patient_ids: list[str | None], *, terminal: str | None = None,
+                 matches: int | None = None) -> None:
+        """Record a read: one row per patient it showed (``[None]``: a search that listed no
+        one), in one transaction; the query itself is never passed here."""
+        who = validation.required_text("actor", actor, 200)
+        with self._open() as db, write_transaction(db):
+            at = now_iso()
+            db.conn.executemany("INSERT INTO read_log (at, actor, terminal, tool, patient_id, matches) "
+                                "VALUES (?, ?, ?, ?, ?, ?)",
+                                [(at, who, terminal, tool, pid, matches) for pid in patient_ids or [None]])
+
+    def read_trail(self, patient_id: str) -> list[dict]:
+        """The reads that showed one patient, oldest first (empty before the read log existed)."""
+        pid = validation.patient_id(patient_id)
+        with self._open_read() as db:
+            if "read_log" not in db.table_names():
+                return []
+            return [dict(r) for r in db.query("SELECT at, actor, terminal, tool, matches FROM read_log "
+                                              "WHERE patient_id = ? ORDER BY id", [pid])]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.sqlite import opened
-from ehr_db import audit as audit_chain
+from ehr_db import heads
 from ehr_db.demo_loader import sync_demo_patients
 from ehr_db.migrations import migrate
 
@@ -34,4 +34,4 @@ def ensure_database(path: Path, progress: Callable[[str], None] | None = None, *
                 say(f"demo records refreshed: {load.rows_refreshed} updated, {load.rows_added} added")
             if not (load.patients_added or load.rows_refreshed or load.rows_added):
                 say("demo patients present")
-        audit_chain.update_anchor(db)
+        heads.keep(db)

@@ -8,9 +8,11 @@ Invariants:
   ``service_unavailable``.
 - ``serve`` runs stdio by default or streamable HTTP with ``--http HOST:PORT``; a malformed
   address is a usage error, not a traceback. Over HTTP it runs with ``access.http_policy``:
-  terminal bearer tokens when any exist, and never on a non-loopback address without them;
-  HTTPS with the operator's certificate (``--tls-cert``/``--tls-key``), and a warning on stderr
-  when a non-loopback address is served without it.
+  terminal bearer tokens from the first one on (added before or while it runs), and never on a
+  non-loopback address without them; HTTPS with the operator's certificate
+  (``--tls-cert``/``--tls-key``, loaded once before listening: a key that is not the
+  certificate's is one line, exit 2), and a warning on stderr when a non-loopback address is
+  served without it.
 - ``ArgumentErrors`` (attached to every server) turns fastmcp's argument-validation failure
   into the contract's ``ToolError("<error_type>: ...")``, naming fields but never echoing values.
 """
@@ -75,6 +77,26 @@ class LazyDatabase:
         return path
 
 
+def tls_problem(cert: Path, key: Path) -> str | None:
+    """Why the certificate and key cannot serve HTTPS together (missing, unreadable, not PEM,
+    or a key that is not the certificate's), or None: loaded here so a bad pair is one line
+    before anything listens, never a handshake traceback per connection."""
+    import ssl
+
+    for path in (cert, key):
+        if not path.is_file():
+            return f"{path} is not a file"
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(cert), str(key))
+    except ssl.SSLError as exc:
+        why = "the key is not the certificate's" if "KEY_VALUES_MISMATCH" in str(exc) or "mismatch" in str(exc) \
+            else "they are not a PEM certificate and its private key"
+        return f"--tls-cert {cert} and --tls-key {key} cannot serve HTTPS: {why}"
+    except OSError as exc:
+        return f"--tls-cert {cert} and --tls-key {key} cannot be read ({exc.strerror or exc})"
+    return None
+
+
 def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callable[[Path], None],
           default_db: Callable[[], Path]) -> int:
     """The server's command line: ``--db`` or ``default_db()`` (the data home's file), then run.
@@ -88,25 +110,27 @@ def serve(mcp, argv: list[str] | None, *, name: str, doc: str, configure: Callab
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_cert and not args.http):
         parser.error("--tls-cert and --tls-key go together, with --http")
-    configure(args.db if args.db is not None else default_db())
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        if not host or not port.isdigit():
-            parser.error("--http needs HOST:PORT, for example 127.0.0.1:8765")
-        try:
-            mcp.auth = http_policy(host)
-        except AccessError as exc:
-            parser.exit(2, f"{parser.prog}: {exc}\n")
-        tls = {}
-        if args.tls_cert:
-            for path in (args.tls_cert, args.tls_key):
-                if not path.is_file():
-                    parser.error(f"{path} is not a file")
-            tls = {"ssl_certfile": str(args.tls_cert), "ssl_keyfile": str(args.tls_key)}
-        elif not is_loopback(host):
-            print(f"{parser.prog}: warning: serving {host} without TLS: terminal tokens and patient data cross "
-                  "the network in clear text (give --tls-cert and --tls-key)", file=sys.stderr, flush=True)
-        mcp.run(transport="http", host=host, port=int(port), show_banner=False, uvicorn_config=tls)
-    else:
+    if not args.http:
+        configure(args.db if args.db is not None else default_db())
         mcp.run(transport="stdio", show_banner=False)
+        return 0
+    host, _, port = args.http.rpartition(":")
+    if not host or not port.isdigit():
+        parser.error("--http needs HOST:PORT, for example 127.0.0.1:8765")
+    try:
+        access = http_policy(host)
+    except AccessError as exc:
+        parser.exit(2, f"{parser.prog}: {exc}\n")
+    tls = {}
+    if args.tls_cert:
+        problem = tls_problem(args.tls_cert, args.tls_key)
+        if problem:
+            parser.exit(2, f"{parser.prog}: {problem}\n")
+        tls = {"ssl_certfile": str(args.tls_cert), "ssl_keyfile": str(args.tls_key)}
+    elif not is_loopback(host):
+        print(f"{parser.prog}: warning: serving {host} without TLS: terminal tokens and patient data cross "
+              "the network in clear text (give --tls-cert and --tls-key)", file=sys.stderr, flush=True)
+    configure(args.db if args.db is not None else default_db())  # after every refusal: a refused start opens nothing
+    mcp.run(transport="http", host=host, port=int(port), show_banner=False, uvicorn_config=tls,
+            middleware=access.middleware())
     return 0

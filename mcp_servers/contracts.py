@@ -230,9 +230,11 @@ ApprovalArg = Annotated[ApprovalRecord | None, Field(
 )]
 
 # The EHR server's one tool that is not the model's (not in ARG_SCHEMAS): the agent's approval
-# code records a rejected write with it (the kinds below) on the record's hash-chained audit log.
+# code records a rejected write with it on the record's hash-chained audit log. Rejections are
+# the only kind a client may record: an approval or override is kept in the write's own audit
+# row, made by the record from the write itself, never a free-standing claim.
 AUDIT_EVENT_TOOL = "record_audit_event"
-AuditEventKind = Literal["approval", "rejection", "override", "safety_findings"]
+AuditEventKind = Literal["rejection"]
 
 # Full descriptions for TOOL_SELECT stage 1 (docs/design.md §12), in our words, argument lists
 # matching ARG_SCHEMAS.

@@ -22,12 +22,24 @@ Invariants:
 - The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
   ``common.locations.ehr_db_path()``); the schema is migrated at the first tool call, once per
   process. A server given no path reports the record not set up.
-- Writes are attributed per request. Over streamable HTTP (one server shared by several
-  terminals) the author is the request's ``X-Appliance-User`` header (percent-encoded UTF-8,
-  sent by ``appliance.tools.mcp_client`` from the terminal's ``$APPLIANCE_USER``). Over stdio
-  (one server per terminal), and for an HTTP client that sends no such header, it is the
-  server's ``$APPLIANCE_USER``, else the OS account name (``common.operator``). The header
-  is the caller's claim, not an authentication. The repository stores the author and time with each record and its audit row.
+- Writes and reads are attributed per request (``_caller``). Over streamable HTTP with
+  terminal tokens (``mcp_servers.access``) the author is the token's account, whatever any
+  header says. On a loopback HTTP server with no token issued it is the request's
+  ``X-Appliance-User`` header (percent-encoded UTF-8, sent by ``appliance.tools.mcp_client``
+  from the terminal's ``$APPLIANCE_USER``): a claim, not an authentication. Over stdio (one
+  server per terminal), and for an HTTP client that sends no such header, it is the server's
+  ``$APPLIANCE_USER``, else the OS account name (``common.operator``). The repository stores
+  the author and time with each record and its audit row.
+- The server enforces what a terminal asks for. With a terminal token a write needs an
+  approval, and the approval's clinician is the token's account (a request cannot name another
+  approver); a rejection recorded with ``record_audit_event`` names that account too.
+  ``record_audit_event`` takes only rejections, from anyone. A host that runs the safety gate (``set_prescription_check``, filled by
+  ``appliance serve``) checks every prescription against the chart before writing: a blocking
+  report is refused unless the approval overrides it with a reason, and the host's report
+  (not the client's) goes into the write's audit row; a refusal is recorded as a rejection.
+- Every read is logged (``EhrRepository.log_read``: who, terminal, tool, patient, when; a
+  search as the patients it listed, never its text) before its answer is returned: a read
+  that cannot be logged is not answered.
 
 Run: ``python -m mcp_servers.ehr [--db PATH] [--http HOST:PORT]`` (stdio by default).
 """
@@ -38,8 +50,9 @@ import logging
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
@@ -102,26 +115,72 @@ def _repository() -> EhrRepository:
         return _repo
 
 
-def _approval(approval: ApprovalRecord | None) -> dict[str, Any] | None:
-    """The approval as the record takes it (it checks the shape again, and the size)."""
-    return approval.model_dump() if approval is not None else None
+class PrescriptionRefused(Exception):
+    """The host's safety gate refused a prescription; the message says why, ``safety`` is the
+    report's audit entry."""
+
+    def __init__(self, message: str, safety: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.safety = safety
 
 
-def _author() -> str:
-    """Who is writing: over HTTP with terminal tokens, the token's account (whatever headers
+# (prescription: patient_id, medication_name, dosage, frequency; the patient's chart; the
+# approval as the request sent it, or None) -> {"decision": "approval" | "override", "safety":
+# the report's audit entry}; raises PrescriptionRefused. Set by the host (``appliance serve``).
+PrescriptionCheck = Callable[[dict[str, str], dict[str, Any], dict[str, Any] | None], dict[str, Any]]
+_prescription_check: PrescriptionCheck | None = None
+
+
+def set_prescription_check(check: PrescriptionCheck | None) -> None:
+    """Run ``check`` before every prescription this process writes (None: no check here, as
+    for a terminal's own stdio server, whose agent runs the gate itself)."""
+    global _prescription_check
+    _prescription_check = check
+
+
+@dataclass(frozen=True)
+class Caller:
+    author: str  # who the record names
+    terminal: str | None  # the token's terminal (over HTTP with terminal tokens); None otherwise
+
+    @property
+    def bound(self) -> bool:
+        """The author is a terminal token's account, not a claim: the server's rules apply."""
+        return self.terminal is not None
+
+
+def _caller() -> Caller:
+    """Who is calling: over HTTP with terminal tokens, the token's account (whatever headers
     say); over HTTP on loopback without tokens, the request's user header; else this process's
     user."""
     token = get_access_token()
     if token is not None and token.subject:
-        return token.subject
+        return Caller(token.subject, token.client_id)
     try:
         raw = get_http_request().headers.get(USER_HEADER, "")
     except RuntimeError:  # stdio or in memory: no HTTP request behind this call
         raw = ""
     user = " ".join(unquote(raw, errors="replace").split())[:MAX_AUTHOR_CHARS]
-    if user and user.isprintable():
-        return user
-    return operator_name()
+    return Caller(user if user and user.isprintable() else operator_name(), None)
+
+
+def _approval(approval: ApprovalRecord | None, caller: Caller) -> dict[str, Any] | None:
+    """The approval as the record takes it (it checks the shape again, and the size). From a
+    terminal token it is required and its clinician is the token's account, whatever the
+    request named."""
+    if approval is None:
+        if caller.bound:
+            raise ToolError(tool_error_message("invalid_args", "A write through the clinic host needs the "
+                                               "clinician's approval (approval)." + NOT_CHANGED))
+        return None
+    kept = approval.model_dump()
+    if caller.bound:
+        kept["clinician"] = caller.author
+    return kept
+
+
+def _log_read(caller: Caller, tool: str, patient_ids: list[str | None], matches: int | None = None) -> None:
+    _repository().log_read(caller.author, tool, patient_ids, terminal=caller.terminal, matches=matches)
 
 
 NOT_CHANGED = " The record was not changed."
@@ -202,8 +261,11 @@ def search_patient(name: Name) -> dict[str, Any]:
     "Maria Garcia", "garcia" or "Garcia, Maria"). Returns matches with patient_id, name,
     birth_date, sex and mrn, plus total_matches. Use the patient_id with get_patient_chart;
     when several patients match, ask the clinician which one is meant."""
+    caller = _caller()
     with _edge("search_patient"):
         result = _repository().search_patient(name)
+        _log_read(caller, "search_patient", [m["patient_id"] for m in result["matches"]],
+                  matches=result["total_matches"])
     if result["total_matches"] == 0:
         log.info("search_patient: no match")
         raise ToolError(tool_error_message("not_found", f"No patient named '{name.strip()}' was found."))
@@ -216,8 +278,10 @@ def get_patient_chart(patient_id: PatientId) -> dict[str, Any]:
     """Read one patient's chart by patient ID (not by name): demographics, active problems
     (SNOMED CT), current medications (RxNorm), allergies, latest labs and vitals with units,
     reference ranges and H/L/N flags, and the most recent clinical notes."""
+    caller = _caller()
     with _edge("get_patient_chart"):
         chart = _repository().get_patient_chart(patient_id)
+        _log_read(caller, "get_patient_chart", [chart["patient"]["patient_id"]])
     log.info("get_patient_chart: ok")
     return chart
 
@@ -235,11 +299,16 @@ def prescribe_medication(
     """Create a new active medication order for a patient. dosage needs a number and a unit
     ("500 mg", "10 mg/kg", "1 tablet"); frequency like "once daily", "BID", "every 8 hours",
     "q6h" or "PRN"; notes may be null. Returns the new order's id."""
-    author = _author()
+    caller = _caller()
+    author = caller.author
+    kept = _approval(approval, caller)
     with _edge("prescribe_medication", write=True):
+        if _prescription_check is not None:
+            kept = _host_gate(caller, kept, {"patient_id": patient_id, "medication_name": medication_name,
+                                             "dosage": dosage, "frequency": frequency})
         new_id = _repository().prescribe_medication(
             patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key,
-            approval=_approval(approval),
+            approval=kept,
         )
     log.info("prescribe_medication: created")
     return {
@@ -265,10 +334,12 @@ def add_allergy(
     """Record an allergy or adverse reaction in a patient's record: the substance, the
     reaction seen, and severity (mild, moderate, severe, or null when unknown). Returns the
     new allergy record's id."""
-    author = _author()
+    caller = _caller()
+    author = caller.author
+    kept = _approval(approval, caller)
     with _edge("add_allergy", write=True):
         new_id = _repository().add_allergy(patient_id, substance, reaction, severity, author=author,
-                                           idempotency_key=idempotency_key, approval=_approval(approval))
+                                           idempotency_key=idempotency_key, approval=kept)
     log.info("add_allergy: created")
     return {
         "id": new_id,
@@ -290,10 +361,12 @@ def save_clinical_note(
 ) -> dict[str, Any]:
     """Save a clinical note to a patient's record (progress, consult, procedure, discharge,
     telephone or other). Returns the new note's id."""
-    author = _author()
+    caller = _caller()
+    author = caller.author
+    kept = _approval(approval, caller)
     with _edge("save_clinical_note", write=True):
         new_id = _repository().save_clinical_note(patient_id, note_type, note_text, author=author,
-                                                  idempotency_key=idempotency_key, approval=_approval(approval))
+                                                  idempotency_key=idempotency_key, approval=kept)
     log.info("save_clinical_note: created")
     return {
         "id": new_id,
@@ -307,21 +380,43 @@ def save_clinical_note(
 # Not one of the agent's tools (``contracts.ARG_SCHEMAS``): the agent's approval code calls it.
 @mcp.tool(name=AUDIT_EVENT_TOOL, annotations={"title": "Audit Event", **WRITE})
 def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, details: dict[str, Any]) -> dict[str, Any]:
-    """Append an event that is not a write (the clinician approved, rejected or overrode a write;
-    the safety findings shown) to the record's hash-chained audit log, attributed to the
-    caller. details: a JSON object of what was decided. Returns the event's sequence number."""
-    author = _author()
+    """Append a rejected write (the clinician refused it) to the record's hash-chained audit
+    log, attributed to the caller. details: a JSON object of what was decided (tool, clinician,
+    reason, safety). Returns the event's sequence number."""
+    caller = _caller()
+    if caller.bound:  # the rejecting clinician is the token's account, whatever the request named
+        details = {**details, "clinician": caller.author}
     with _edge(AUDIT_EVENT_TOOL, write=True):
-        seq = _repository().record_event(kind, patient_id, author, details)
+        seq = _repository().record_event(kind, patient_id, caller.author, details)
     log.info("%s: recorded %s", AUDIT_EVENT_TOOL, kind)
     return {"seq": seq, "kind": kind}
 
 
+def _host_gate(caller: Caller, kept: dict[str, Any] | None, prescription: dict[str, str]) -> dict[str, Any]:
+    """The host's safety gate over the patient's chart (read here, not logged as a clinician's
+    read): the approval to keep, with the host's report; a refusal is recorded as a rejection
+    and raised as ``rejected_by_user`` with the gate's reason."""
+    repo = _repository()
+    chart = repo.get_patient_chart(prescription["patient_id"])
+    try:
+        decided = _prescription_check(prescription, chart, kept)
+    except PrescriptionRefused as exc:
+        log.info("prescribe_medication: refused by the host's safety gate")
+        repo.record_event("rejection", chart["patient"]["patient_id"], caller.author, {
+            "tool": "prescribe_medication", "clinician": caller.author, "reason": str(exc)[:2000],
+            "decided_by": "the clinic host's safety gate", "safety": exc.safety})
+        raise ToolError(tool_error_message("rejected_by_user", str(exc) + NOT_CHANGED)) from None
+    clinician = (kept or {}).get("clinician") or caller.author
+    return {"decision": decided["decision"], "clinician": clinician, "safety": decided["safety"]}
+
+
 def _startup_check() -> None:
     """Open (and so integrity-check and migrate) the database once at start-up; a fault is one
-    line on stderr, and the server keeps serving so each tool reports it as permanent."""
+    line on stderr, and the server keeps serving so each tool reports it as permanent. A record
+    older than a copy of its chain head kept outside it (rolled back) is a WARNING line each."""
     try:
-        _repository()
+        for warning in _repository().custody_warnings():
+            print(f"ehr server: WARNING: {warning}", file=sys.stderr, flush=True)
     except (EhrError, DatabaseCorrupt) as exc:
         print(f"ehr server: {exc}", file=sys.stderr, flush=True)
     except sqlite3.Error as exc:

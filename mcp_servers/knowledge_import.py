@@ -4,13 +4,17 @@ ClinicalTrials.gov API v2 study JSON.
 Invariants:
 - Memory stays bounded whatever the file size: JSON arrays ("results", "studies") are decoded
   one element at a time, XML is parsed with ``iterparse``, clearing each finished article, and
-  zip archives are read one member at a time (``zip_stream``: not ``zipfile``, whose directory
-  of half a million members alone takes some 300 MiB).
+  zip archives are read one member at a time (``knowledge_sources``, ``zip_stream``: not
+  ``zipfile``, whose directory of half a million members alone takes some 300 MiB).
 - Upserts are idempotent: importing the same files twice reports everything ``unchanged`` the
   second time. Imported rows replace shipped starter rows; starter loading never overwrites them.
 - Several openFDA labels for one generic keep the most informative label (boxed warning, then
   prescription over OTC, then the latest effective date); brand names from all of them are kept.
 - Every record read is counted as inserted, updated, unchanged, deleted or skipped with a reason.
+- A file that cannot be read in full (unreadable, truncated, not the format, damaged zip or
+  gzip, nested too deeply, a record whose fields have the wrong JSON types such as
+  ``{"openfda": "x"}``) fails the whole run with ``ImportSourceError`` naming the file and why:
+  nothing is imported, never "some records and a note", never a traceback.
 - One import run is one write transaction: the store changes all at once at the commit, or not
   at all (an error, a crash). Before committing, the run is checked: a store table left with
   fewer than ``1 - MAX_SHRINK`` of its rows (PubMed deletions can remove imported articles) is
@@ -22,8 +26,6 @@ Invariants:
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import re
 from collections import Counter
@@ -32,8 +34,17 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 from common.sqlite import write_transaction
-from mcp_servers import zip_stream
 from mcp_servers.knowledge_pubmed import iter_pubmed_records
+from mcp_servers.knowledge_sources import (  # noqa: F401 - ReadPosition, iter_sources, _JsonStream: this module's API
+    UNREADABLE,
+    ImportSourceError,
+    ReadPosition,
+    _JsonStream,
+    checked_sources,
+    iter_json_records,
+    iter_sources,
+    why,
+)
 from mcp_servers.knowledge_store import (
     KnowledgeError,
     connect,
@@ -55,8 +66,8 @@ STORE_TABLES = ("drugs", "articles", "trials")
 Progress = Callable[[str], None] | None
 
 
-class ImportSourceError(KnowledgeError):
-    """The import source is missing or is not in the expected format."""
+class MalformedRecord(KnowledgeError):
+    """A record's field has the wrong JSON type: the file is not in the format (the run stops)."""
 
 
 class ImportRefused(KnowledgeError):
@@ -101,139 +112,6 @@ class ImportReport:
         return text
 
 
-# -- sources ---------------------------------------------------------------------------------
-@dataclass
-class ReadPosition:
-    """How far an import has read its input, in bytes of the files on disk (a progress bar's
-    measure: a zip member's place in its archive, a plain or gzip file's read offset)."""
-
-    total: int = 0
-    finished: int = 0  # bytes of the files read to their end
-    current: Callable[[], int] = lambda: 0  # bytes read of the file being read
-
-    @property
-    def done(self) -> int:
-        return min(self.total, self.finished + self.current())
-
-
-def iter_sources(path: Path, suffixes: tuple[str, ...],
-                 position: ReadPosition | None = None) -> Iterator[tuple[str, IO[bytes]]]:
-    """Yield (name, binary stream) for every matching file, zip member or gzip file under path.
-
-    Zip archives are read member by member in archive order (``zip_stream``), so a download of
-    half a million files costs no more memory than one of ten. ``position`` follows the reading."""
-    path = Path(path)
-    if not path.exists():
-        raise ImportSourceError(f"{path} does not exist")
-    wanted = suffixes + tuple(s + ".gz" for s in suffixes) + (".zip",)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(wanted))
-    position = position or ReadPosition()
-    position.total = sum(f.stat().st_size for f in files)
-    for file in files:
-        lower = file.name.lower()
-        with open(file, "rb") as raw:
-            if lower.endswith(".zip"):
-                for member in zip_stream.iter_members(file):
-                    if member.name.lower().endswith(suffixes):
-                        position.current = lambda at=member.header_offset: at
-                        with zip_stream.open_member(raw, member) as handle:
-                            yield f"{file.name}:{member.name}", handle
-            elif lower.endswith(".gz"):
-                position.current = raw.tell
-                with gzip.GzipFile(fileobj=raw, mode="rb") as handle:
-                    yield file.name, handle
-            else:
-                position.current = raw.tell
-                yield file.name, raw
-        position.finished += file.stat().st_size
-        position.current = lambda: 0
-
-
-class _JsonStream:
-    """Incremental reader: decodes one JSON value at a time from a large text stream."""
-
-    CHUNK = 1 << 20
-
-    def __init__(self, binary: IO[bytes]):
-        self._text = io.TextIOWrapper(binary, encoding="utf-8-sig")
-        self._decoder = json.JSONDecoder()
-        self._buf = ""
-        self._pos = 0
-        self._eof = False
-
-    def _fill(self) -> bool:
-        data = self._text.read(self.CHUNK)
-        self._buf = self._buf[self._pos:] + data
-        self._pos = 0
-        self._eof = not data
-        return bool(data)
-
-    def peek(self) -> str | None:
-        while True:
-            while self._pos < len(self._buf) and self._buf[self._pos] in " \t\r\n":
-                self._pos += 1
-            if self._pos < len(self._buf):
-                return self._buf[self._pos]
-            if not self._fill():
-                return None
-
-    def take(self, char: str) -> None:
-        if self.peek() != char:
-            raise ValueError(f"expected {char!r} in JSON")
-        self._pos += 1
-
-    def value(self) -> Any:
-        self.peek()
-        while True:
-            try:
-                value, end = self._decoder.raw_decode(self._buf, self._pos)
-            except json.JSONDecodeError:
-                if self._eof or not self._fill():
-                    raise
-                continue
-            if end == len(self._buf) and not self._eof and self._fill():
-                continue  # a number may continue in the next chunk: decode again
-            self._pos = end
-            return value
-
-    def array_items(self) -> Iterator[Any]:
-        self.take("[")
-        if self.peek() == "]":
-            self._pos += 1
-            return
-        while True:
-            yield self.value()
-            if self.peek() == ",":
-                self._pos += 1
-                continue
-            self.take("]")
-            return
-
-
-def iter_json_records(binary: IO[bytes], array_key: str) -> Iterator[dict]:
-    """Records from ``[...]``, ``{..., array_key: [...]}`` (streamed) or a single object."""
-    stream = _JsonStream(binary)
-    first = stream.peek()
-    if first == "[":
-        yield from stream.array_items()
-        return
-    stream.take("{")
-    single: dict = {}
-    found = False
-    while stream.peek() != "}":
-        key = stream.value()
-        stream.take(":")
-        if key == array_key and stream.peek() == "[":
-            found = True
-            yield from stream.array_items()
-        else:
-            single[key] = stream.value()
-        if stream.peek() == ",":
-            stream.take(",")
-    if not found:
-        yield single
-
-
 def _row_counts(db) -> dict[str, int]:
     return {t: db.execute(f"SELECT COUNT(*) FROM [{t}]").fetchone()[0] for t in STORE_TABLES}
 
@@ -273,17 +151,26 @@ def _run(kind: str, path: Path, db_path: Path, suffixes: tuple[str, ...],
     try:
         with write_transaction(db):
             report.rows_before = _row_counts(db)
-            for name, stream in iter_sources(path, suffixes, position):
+            for name, stream in checked_sources(path, suffixes, position):
                 report.files += 1
                 try:
                     for record in records(stream):
                         report.records += 1
-                        handle(db, record, report)
+                        try:
+                            handle(db, record, report)
+                        except MalformedRecord as exc:
+                            raise ImportSourceError(f"{name}: record {report.records} is malformed ({exc}); nothing "
+                                                    "was imported") from None
+                        except (AttributeError, TypeError, KeyError, IndexError):
+                            raise ImportSourceError(f"{name}: record {report.records} has a field of an unexpected "
+                                                    "JSON type; nothing was imported") from None
                         if report.records % PROGRESS_EVERY == 0:
                             tell()
-                except (ValueError, SyntaxError, UnicodeDecodeError) as exc:  # malformed file: keep what was read
-                    report.skipped[f"unreadable file ({type(exc).__name__})"] += 1
-                    report.notes[f"stopped reading {name}"] += 1
+                except RecursionError:
+                    raise ImportSourceError(f"{name} is nested too deeply to read; nothing was imported") from None
+                except UNREADABLE as exc:  # the whole run rolls back: never a part of a file
+                    raise ImportSourceError(f"{name} cannot be read in full ({why(exc)}); nothing was "
+                                            "imported") from None
             if report.files == 0:
                 raise ImportSourceError(f"no {'/'.join(suffixes)} files found under {path}")
             tell()
@@ -327,12 +214,24 @@ def _stored_drug(row: dict) -> dict:
     return out
 
 
+def _strings(value: Any) -> list[str]:
+    """A field openFDA gives as a list of strings (one string counts as one item)."""
+    items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    return [i for i in items if isinstance(i, str) and i.strip()]
+
+
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _label_to_drug(db, label: dict) -> tuple[dict | None, str | None]:
-    openfda = label.get("openfda") or {}
-    generics = [g for g in openfda.get("generic_name") or [] if str(g).strip()]
+    if label.get("openfda") is not None and not isinstance(label.get("openfda"), dict):
+        raise MalformedRecord("openfda is not an object")
+    openfda = _object(label.get("openfda"))
+    generics = _strings(openfda.get("generic_name"))
     if not generics:
         return None, "no openfda.generic_name (label not harmonised by openFDA)"
-    substances = openfda.get("substance_name") or []
+    substances = _strings(openfda.get("substance_name"))
     if len(generics) > 1 or len(substances) > 1 or re.search(r",| and | with |/", generics[0].lower()):
         return None, "combination or multi-ingredient product"
     boxed = "\n".join(_texts(label.get("boxed_warning"))) or None
@@ -342,22 +241,22 @@ def _label_to_drug(db, label: dict) -> tuple[dict | None, str | None]:
         return None, "no boxed warning, contraindication or warning sections"
     generic = generic_for(db, generics[0]) or strip_salt(name_key(generics[0]))
     generic_keys = {name_key(g) for g in generics} | {generic}
-    brands = [display_name(b) for b in openfda.get("brand_name") or [] if strip_salt(name_key(b)) not in generic_keys]
+    brands = [display_name(b) for b in _strings(openfda.get("brand_name")) if strip_salt(name_key(b)) not in generic_keys]
     full_name = name_key(generics[0])
-    set_id = label.get("set_id") or label.get("id") or "unknown"
-    effective = label.get("effective_time")
+    set_id = str(label.get("set_id") or label.get("id") or "unknown")
+    effective = label.get("effective_time") if isinstance(label.get("effective_time"), str) else None
     return {
         "generic_name": generic,
         "brand_names": brands,
         "synonyms": [full_name] if full_name != generic else [],
-        "drug_class": (openfda.get("pharm_class_epc") or [None])[0],
+        "drug_class": (_strings(openfda.get("pharm_class_epc")) or [None])[0],
         "boxed_warning": boxed,
         "contraindications": contraindications,
         "major_warnings": warnings,
         "label_interactions": "\n".join(_texts(label.get("drug_interactions"))) or None,
         "source": f"openFDA drug label (set_id {set_id}, effective {effective or 'unknown'}): manufacturer label text",
         "source_id": set_id,
-        "product_type": (openfda.get("product_type") or [None])[0],
+        "product_type": (_strings(openfda.get("product_type")) or [None])[0],
         "effective_time": effective,
         "demo": False,
     }, None
@@ -422,28 +321,28 @@ def _handle_study(db, study: Any, report: ImportReport) -> None:
     if not isinstance(protocol, dict):
         report.skipped["not a ClinicalTrials.gov v2 study (no protocolSection)"] += 1
         return
-    ident = protocol.get("identificationModule") or {}
+    ident = _object(protocol.get("identificationModule"))
     nct_id = str(ident.get("nctId") or "").strip().upper()
     if not _NCT.match(nct_id):
         report.skipped["missing or malformed NCT id"] += 1
         return
     title = ident.get("briefTitle") or ident.get("officialTitle")
-    if not title:
+    if not isinstance(title, str) or not title.strip():
         report.skipped["no title"] += 1
         return
-    status = protocol.get("statusModule") or {}
-    design = protocol.get("designModule") or {}
-    conditions = protocol.get("conditionsModule") or {}
-    eligibility = protocol.get("eligibilityModule") or {}
-    arms = protocol.get("armsInterventionsModule") or {}
-    locations = (protocol.get("contactsLocationsModule") or {}).get("locations") or []
+    status = _object(protocol.get("statusModule"))
+    design = _object(protocol.get("designModule"))
+    conditions = _object(protocol.get("conditionsModule"))
+    eligibility = _object(protocol.get("eligibilityModule"))
+    arms = _object(protocol.get("armsInterventionsModule"))
+    locations = _object(protocol.get("contactsLocationsModule")).get("locations")
     trial = {
         "nct_id": nct_id, "title": title, "status": status.get("overallStatus"),
-        "phases": design.get("phases") or [], "study_type": design.get("studyType"),
-        "conditions": conditions.get("conditions") or [], "keywords": conditions.get("keywords") or [],
-        "interventions": [i["name"] for i in arms.get("interventions") or [] if i.get("name")],
+        "phases": _strings(design.get("phases")), "study_type": design.get("studyType"),
+        "conditions": _strings(conditions.get("conditions")), "keywords": _strings(conditions.get("keywords")),
+        "interventions": [i["name"] for i in arms.get("interventions") or [] if isinstance(i, dict) and i.get("name")],
         "arms": [_arm(g) for g in arms.get("armGroups") or [] if isinstance(g, dict) and g.get("label")],
-        "locations": [s for s in (_location(loc) for loc in locations) if s],
+        "locations": [s for s in (_location(loc) for loc in locations or [] if isinstance(loc, dict)) if s],
         "eligibility_criteria": eligibility.get("eligibilityCriteria"),
         "minimum_age": eligibility.get("minimumAge"), "maximum_age": eligibility.get("maximumAge"),
         "sex": eligibility.get("sex"),

@@ -20,8 +20,9 @@ Invariants:
   100% but the import is not done: the index builds that follow (curated names, concepts and
   codes, full-text index, typo index, commit) can take minutes on a full release, so each is
   announced as it starts through ``stage(name)`` and as a ``progress`` line.
-- An input that yields no kept English atoms raises ``UmlsImportError`` and the transaction is
-  rolled back, so a wrong directory never empties a working database.
+- An input that yields no kept English atoms, or a file that stops inside its last line
+  (truncated), raises ``UmlsImportError`` and the transaction is rolled back, so a wrong
+  directory or a cut download never empties or half-fills a working database.
 - The new content is validated before it replaces the old: it is built inside the same
   transaction, and a result with fewer than ``1 - MAX_SHRINK`` of the concepts the store held
   (a truncated or wrong file: "one valid line replaced 356 concepts with 1") is refused and
@@ -108,6 +109,9 @@ class _Reader:
                 if fields and fields[-1] == "":
                     fields.pop()  # RRF lines end with a trailing pipe
                 if len(fields) != columns:
+                    if not raw.endswith(b"\n"):  # the file stops inside its last line
+                        raise UmlsImportError(f"{path.name} cannot be read in full: it ends in the middle of a line "
+                                              "(truncated?); nothing was imported")
                     report.skipped[f"malformed {path.name} lines"] += 1
                     continue
                 yield fields

@@ -6,8 +6,10 @@ Invariants:
   while it is copied, opened by the caller's ``check`` (llama.cpp: header, metadata and tensor
   bounds, so a truncated or damaged GGUF is refused), and only then renamed into place; the registry
   (``installed.json``) is replaced atomically after the files are in place.
-- A file that is not a GGUF, a copy that llama.cpp cannot read, or too little disk space is
-  refused with one ``ModelInstallError`` saying which; the folder is left as it was.
+- A file that is not a GGUF, one whose own metadata is not the profile's model (architecture,
+  parameter count, name: ``models.gguf_info``; the demo model is never installed under a
+  clinical profile), a copy that llama.cpp cannot read, or too little disk space is refused
+  with one ``ModelInstallError`` saying which; the folder is left as it was.
 - The registry records each profile's file and sha256 (and its projector's); the runtime takes
   the sha256 from it when the profile does not pin one, so the file is verified at every start.
 - This layer resolves no location: callers pass the folder (``common.locations``).
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from models.errors import ModelFileError
+from models.gguf_info import ModelIdentityError, check_identity
 from models.profiles import ModelProfile
 from models.verify import GGUF_MAGIC
 
@@ -107,6 +110,10 @@ def install(source: Path, profile: ModelProfile, folder: Path, *, check: Callabl
     total = size + (_check_gguf(mmproj, "projector file") if mmproj else 0)
     if mmproj and not profile.mmproj_file:
         raise ModelInstallError(f"profile {profile.name} has no vision projector to install")
+    try:
+        check_identity(source, profile)
+    except ModelIdentityError as exc:
+        raise ModelInstallError(f"{exc}; nothing was installed") from None
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
     if total + SPARE_BYTES > free:
@@ -118,6 +125,10 @@ def install(source: Path, profile: ModelProfile, folder: Path, *, check: Callabl
         partial = folder / f"{profile.file_name}.partial"
         staged.append((partial, folder / profile.file_name))
         sha, done = _copy(source, partial, total, 0, progress)
+        try:
+            check_identity(partial, profile)  # the bytes installed, not only the source read before
+        except ModelIdentityError as exc:
+            raise ModelInstallError(f"{exc}; nothing was installed") from None
         try:
             check(partial)
         except ModelInstallError as exc:

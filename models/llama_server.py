@@ -10,9 +10,12 @@ Invariants:
 - ``locate`` finds the binary: ``$APPLIANCE_LLAMA_SERVER``, else ``llama-server`` beside the
   running Python (the venv's ``bin``); ``None`` when there is none.
 - ``command`` is the one place that turns a model file and the host's settings into
-  llama-server's command line: bound to the address given (never all interfaces by default),
-  the profile's name as the model alias (terminals read it to know which profile answers), a
-  key file when terminals must authenticate, no web UI, no prompt text in its log.
+  llama-server's command line: bound to the address given (never all interfaces by default;
+  a path ending in ``.sock`` is a Unix socket, how ``appliance serve`` runs it behind its
+  key-checking front, ``appliance.model_gate``), the profile's name as the model alias
+  (terminals read it to know which profile answers), a key file when one is given (tests), no
+  web UI, no prompt text in its log. A key made for one run goes in ``API_KEY_ENV`` instead,
+  never on the command line (which every local user can read).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 BINARY = "llama-server"
 STAMP_SUFFIX = ".stamp.json"
+API_KEY_ENV = "LLAMA_API_KEY"  # llama-server reads its key from here too (comma-separated keys)
 
 
 def locate() -> Path | None:
@@ -51,8 +55,8 @@ def has_tls(binary: Path) -> bool:
 class ServerSettings:
     model: Path
     alias: str  # the profile name
-    host: str
-    port: int
+    host: str  # an address, or a Unix socket path ending in ".sock"
+    port: int  # unused with a socket
     n_ctx: int  # per slot (the profile's context); the KV cache holds n_ctx x slots tokens
     slots: int = 4  # requests decoded side by side
     threads: int | None = None
@@ -74,8 +78,15 @@ def command(binary: Path, s: ServerSettings) -> list[str]:
 
 
 # -- the build (setup time only) ----------------------------------------------------------
+# For a CPU family, not the build machine's CPU (as build.sh builds llama-cpp-python): a native
+# build compiles in AMX and other instructions that a VM or another host refuses with SIGILL.
+PORTABLE_CPU = ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
+                "-DGGML_BMI2=ON")
+
+
 def _stamp() -> dict:
-    return {"llama_cpp_python": metadata.version("llama-cpp-python"), "tls": Path("/usr/include/openssl/ssl.h").exists()}
+    return {"llama_cpp_python": metadata.version("llama-cpp-python"), "tls": Path("/usr/include/openssl/ssl.h").exists(),
+            "cpu": list(PORTABLE_CPU)}
 
 
 def build(dest: Path, *, progress=print) -> Path:
@@ -101,7 +112,7 @@ def build(dest: Path, *, progress=print) -> Path:
         shutil.unpack_archive(sdist, work)
         source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        options = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
+        options = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", *PORTABLE_CPU,
                    f"-DLLAMA_OPENSSL={'ON' if want['tls'] else 'OFF'}", "-DLLAMA_BUILD_TESTS=OFF",
                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
                    "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF"]

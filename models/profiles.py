@@ -3,7 +3,8 @@
 Invariant: a profile names its files relative to the models folder its caller passes (the
 appliance passes ``common.locations.models_dir()``; this layer resolves no location itself)
 unless the operator gives an absolute path (``APPLIANCE_MODEL_PATH``); the sha256 is checked
-when known.
+when known. A profile says what its model's own GGUF metadata is (architecture, parameter
+count, name), which ``appliance model install`` and the clinic host check.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class ModelProfile:
     description: str = ""
     operator_placed: bool = False
     clinical: bool = False  # a model meant for clinical answers; anything else is a demo
+    # What the GGUF's own header must say (``models.gguf_info.check_identity``): its
+    # architecture, its parameter count (from the tensor table, inclusive bounds) and words its
+    # general.name or general.basename contains (letters and digits, any case).
+    architecture: str | None = None
+    parameters: tuple[int, int] | None = None
+    name_words: tuple[str, ...] = ()
 
     @property
     def notice(self) -> str | None:
@@ -54,6 +61,9 @@ PROFILES: dict[str, ModelProfile] = {
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             n_ctx=8192,
             description="Gemma 3 270M base, Q4_K_M: the embedded default (plumbing, grammars, timings).",
+            architecture="gemma3",
+            parameters=(200_000_000, 350_000_000),
+            name_words=("gemma",),
         ),
         ModelProfile(
             name="medgemma-1.5-4b-it",
@@ -64,6 +74,9 @@ PROFILES: dict[str, ModelProfile] = {
             description="MedGemma 1.5 4B instruction-tuned, Q4_K_M: production (file placed by the operator).",
             operator_placed=True,
             clinical=True,
+            architecture="gemma3",
+            parameters=(3_500_000_000, 4_500_000_000),  # the 4B language model: 3.88B in its GGUF
+            name_words=("medgemma",),
         ),
     )
 }

@@ -1,8 +1,13 @@
 """Checks a model file before llama.cpp sees it.
 
-Invariant: ``verify_model_file`` either returns the path of a readable GGUF whose sha256
-matches (when one is known) or raises ``ModelFileError`` with a message that names the
-expected path and what to do. llama.cpp is never handed a file that failed these checks.
+Invariants:
+- ``verify_model_file`` either returns the path of a readable GGUF whose sha256 matches (when
+  one is known) or raises ``ModelFileError`` with a message that names the expected path and
+  what to do. llama.cpp is never handed a file that failed these checks.
+- A file is hashed again unless a marker beside it records the same sha256 for the same file
+  as it is now: device, inode, size, modification and status-change times. ``os.utime`` can
+  set the modification time back, but any write or ``utime`` moves the status-change time
+  (ctime), which no unprivileged call can set, so a changed file is always hashed again.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def sha256_of(path: Path, chunk: int = 1 << 20, progress: HashProgress | None = 
 
 def verify_model_file(path: Path, sha256: str | None, *, hint: str = "",
                       progress: HashProgress | None = None) -> Path:
-    """Existence, GGUF magic, then sha256 (cached beside the file by size and mtime).
+    """Existence, GGUF magic, then sha256 (cached beside the file: see the module docstring).
 
     ``progress``, if given, is called during the sha256 (only when the file is hashed)."""
     help_text = f" {hint}" if hint else ""
@@ -54,19 +59,22 @@ def verify_model_file(path: Path, sha256: str | None, *, hint: str = "",
         raise ModelFileError(f"not a GGUF file (bad magic {magic!r}): {path}.{help_text}")
     if sha256:
         if not _cached_ok(path, sha256):
+            before = _stamp(path)
             actual = sha256_of(path, progress=progress)
             if actual != sha256.lower():
                 raise ModelFileError(
                     f"model file checksum mismatch: {path} has sha256 {actual[:16]}..., "
                     f"expected {sha256[:16]}...; the file is corrupt or a different build.{help_text}"
                 )
-            _remember_ok(path, sha256)
+            if _stamp(path) == before:  # not changed while it was hashed
+                _remember_ok(path, sha256)
     return path
 
 
 def _stamp(path: Path) -> dict:
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino,
+            "device": st.st_dev}
 
 
 def _marker(path: Path) -> Path:

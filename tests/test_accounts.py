@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from argon2 import PasswordHasher
 
-from appliance.accounts import AccountError, AccountLocked, AccountStore, SignInRefused
+from appliance.accounts import (
+    AccountError, AccountLocked, AccountStore, SignInPolicy, SignInRefused, policy_path, write_policy,
+)
 from appliance.config import Settings
 from common.sqlite import applied_migrations, opened
 
@@ -55,8 +59,8 @@ def test_a_blank_store_migrates_and_an_absent_file_is_not_created(store):
     store.add("aokafor", PASSWORD, display_name="Dr. Ada Okafor", role="physician")
     assert store.exists() is True
     with opened(store.path) as db:
-        assert applied_migrations(db, "accounts") == ["m001_accounts"]
-        assert {"accounts", "account_events"} <= set(db.table_names())
+        assert applied_migrations(db, "accounts") == ["m001_accounts", "m002_record_heads"]
+        assert {"accounts", "account_events", "record_heads"} <= set(db.table_names())
 
 
 def test_the_file_is_owner_only(store):
@@ -175,7 +179,114 @@ def test_unknown_names_and_an_empty_store_are_refused_alike(store):
         store.verify("someone", PASSWORD)
 
 
-def test_the_policy_comes_from_settings(tmp_path):
-    store = AccountStore.from_settings(Settings(sign_in_max_failures=2, sign_in_lockout_minutes=1),
-                                       tmp_path / "a.sqlite")
+def test_the_policy_comes_from_the_operators_file_in_the_data_home(tmp_path):
+    path = tmp_path / "a.sqlite"
+    assert AccountStore.from_settings(Settings(), path).max_failures == 5  # no file: the defaults
+    write_policy(SignInPolicy(max_failures=2, lockout_minutes=1), policy_path(path))
+    store = AccountStore.from_settings(Settings(), path)
     assert store.max_failures == 2 and store.lockout == timedelta(minutes=1)
+    assert stat.S_IMODE(policy_path(path).stat().st_mode) == 0o600
+    policy_path(path).write_text("{not json")
+    with pytest.raises(AccountError, match="cannot be read as the sign-in policy"):
+        AccountStore.from_settings(Settings(), path)  # never a silent default
+    for bad in ('{"max_failures": 0}', '{"max_failures": true}', '{"lockout_minutes": "1"}', '{"other": 1}'):
+        policy_path(path).write_text(bad)
+        with pytest.raises(AccountError, match="sign-in policy"):
+            AccountStore.from_settings(Settings(), path)
+
+
+def test_the_callers_environment_does_not_change_the_policy(appliance_home, monkeypatch, clock):
+    """The issue's case: with APPLIANCE_SIGN_IN_MAX_FAILURES=1000 in the caller's environment,
+    8 wrong tries did not lock."""
+    monkeypatch.setenv("APPLIANCE_SIGN_IN_MAX_FAILURES", "1000")
+    monkeypatch.setenv("APPLIANCE_SIGN_IN_LOCKOUT_MINUTES", "0.01")
+    store = AccountStore.from_settings(Settings())
+    assert store.max_failures == 5 and store.lockout == timedelta(minutes=15)
+    store._hasher, store._clock = CHEAP, clock
+    store.add("racer", PASSWORD)
+    for _ in range(4):
+        with pytest.raises(SignInRefused) as refused:
+            store.verify("racer", "wrong password")
+        assert not isinstance(refused.value, AccountLocked)
+    with pytest.raises(AccountLocked, match="locked after 5 wrong passwords"):
+        store.verify("racer", "wrong password")
+
+
+class SlowCountingHasher:
+    """Argon2 as slow as a real check (so concurrent attempts overlap), counting the checks."""
+
+    def __init__(self, seconds: float = 0.3):
+        self.seconds = seconds
+        self.checks = 0
+        self._lock = threading.Lock()
+
+    def hash(self, password):
+        return CHEAP.hash(password)
+
+    def check_needs_rehash(self, hashed):
+        return False
+
+    def verify(self, hashed, password):
+        with self._lock:
+            self.checks += 1
+        time.sleep(self.seconds)
+        return CHEAP.verify(hashed, password)
+
+
+@pytest.mark.parametrize("attempts, max_failures", [(20, 5), (14, 3)])
+def test_concurrent_wrong_passwords_check_at_most_the_allowed_count_then_lock(tmp_path, attempts, max_failures):
+    """The issue's case: 14 concurrent wrong-password runs were all checked (12 failed + 2 locked
+    out), not 5: the count and the lock were read before the check and written after it."""
+    hasher = SlowCountingHasher()
+    store = AccountStore(tmp_path / "accounts.sqlite", max_failures=max_failures, hasher=hasher)
+    store.add("racer", PASSWORD)
+    start = threading.Barrier(attempts)
+    outcomes: list[str] = []
+
+    def attempt():
+        start.wait()
+        try:
+            store.verify("racer", "wrong password")
+            outcomes.append("signed in")
+        except AccountLocked:
+            outcomes.append("locked")
+        except SignInRefused:
+            outcomes.append("wrong")
+
+    threads = [threading.Thread(target=attempt) for _ in range(attempts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert hasher.checks == max_failures  # the rest were refused before their password was looked at
+    assert outcomes.count("wrong") == max_failures - 1 and outcomes.count("locked") == attempts - max_failures + 1
+    assert store.get("racer").locked_until is not None
+    events = [e for _, _, e in store.events()]
+    assert events.count("locked_out") == 1 and events.count("sign_in_failed") == max_failures - 1
+    with pytest.raises(AccountLocked):
+        store.verify("racer", PASSWORD)  # even the right one waits
+    assert hasher.checks == max_failures
+
+
+def test_the_right_password_among_concurrent_wrong_ones_is_refused_once_they_locked_the_account(tmp_path):
+    hasher = SlowCountingHasher(seconds=0.5)
+    store = AccountStore(tmp_path / "accounts.sqlite", max_failures=2, hasher=hasher)
+    store.add("aokafor", PASSWORD)
+    results: dict[str, object] = {}
+
+    def attempt(key, password, delay):
+        time.sleep(delay)
+        try:
+            results[key] = store.verify("aokafor", password).name
+        except SignInRefused as exc:
+            results[key] = type(exc).__name__
+
+    threads = [threading.Thread(target=attempt, args=("right", PASSWORD, 0)),
+               threading.Thread(target=attempt, args=("wrong", "wrong password", 0.1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    # The right one was counted first (1 of 2), the wrong one took the last attempt and the lock:
+    # the right one, finishing after the lock was taken by another, is refused.
+    assert results == {"right": "AccountLocked", "wrong": "AccountLocked"}

@@ -146,7 +146,7 @@ def test_ask_signs_in_then_builds_the_tool_box_in_the_clinicians_name(aokafor, s
 
         def run_turn(self, question, patient_id=None):
             built["approval"] = built["approver"]("add_allergy", {"patient_id": "abc-123"}, safety=None)
-            return type("Result", (), {"model_notice": None, "response": "done", "disclaimer": None})()
+            return type("Result", (), {"model_notice": None, "response": "done", "disclaimer": None, "safety": []})()
 
     class Tools:
         def __enter__(self):
@@ -204,3 +204,58 @@ def test_line_sign_in_from_a_script_gets_one_try(cheap_store):
     assert line_sign_in(cheap_store, io.StringIO(f"aokafor\n{PASSWORD}\nWhat next?\n")).name == "aokafor"
     with pytest.raises(SignInRefused, match="no clinician signed in"):
         line_sign_in(cheap_store, io.StringIO(""))
+
+
+# -- password bytes that are not text ------------------------------------------------------
+@pytest.mark.parametrize("locale", ["C.UTF-8", "C"])  # strict UTF-8, and the C locale's surrogateescape
+def test_a_password_that_is_not_utf8_is_one_clear_line_for_user_add_and_ask(tmp_path, locale):
+    """The issue's case: `printf 'pass\\xff\\xfeword\\n' | appliance user add zz` (and the same on
+    `ask --approve-writes`) gave a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from common.locations import PROJECT_ROOT
+
+    env = {**os.environ, "APPLIANCE_HOME": str(tmp_path), "LC_ALL": locale, "PYTHONUTF8": "0",
+           "FASTMCP_CHECK_FOR_UPDATES": "off"}
+
+    def cli(*argv, stdin: bytes):
+        return subprocess.run([sys.executable, "-m", "appliance.cli", *argv], cwd=PROJECT_ROOT, env=env,
+                              input=stdin, capture_output=True, timeout=120)
+
+    added = cli("user", "add", "zz", stdin=b"pass\xff\xfeword\n")
+    err = added.stderr.decode("utf-8", "replace")
+    assert added.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "not UTF-8 text" in err and not AccountStore(tmp_path / "accounts.sqlite").exists()
+    assert cli("user", "add", "aokafor", stdin=PASSWORD.encode() + b"\n").returncode == 0
+    asked = cli("ask", "Add a latex allergy for abc-123", "--approve-writes", "--clinician", "aokafor",
+                stdin=b"pass\xff\xfeword\n")
+    err = asked.stderr.decode("utf-8", "replace")
+    assert asked.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "no write without a signed-in clinician: the password is not UTF-8 text" in err
+
+
+def test_a_name_or_password_that_is_not_text_at_the_line_sessions_sign_in_is_one_line(cheap_store, capsys):
+    for data in (b"aokafor\npass\xff\xfeword\n", b"aok\xffafor\n" + PASSWORD.encode() + b"\n"):
+        # (a pipe is decoded a block at a time: the name's read meets the bad bytes too)
+        stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        with pytest.raises(SignInRefused, match="is not UTF-8 text"):
+            line_sign_in(cheap_store, stream)
+    typed = io.StringIO("aokafor\npass\udcff\udcfeword\n")  # the C locale's stdin: bytes escaped
+    with pytest.raises(SignInRefused, match="the password is not UTF-8 text"):
+        line_sign_in(cheap_store, typed)
+    assert "Traceback" not in capsys.readouterr().out
+
+
+def test_user_policy_sets_the_lock_out_in_the_data_home(appliance_home, capsys, monkeypatch):
+    monkeypatch.setenv("APPLIANCE_SIGN_IN_MAX_FAILURES", "1000")  # not the policy
+    assert main(["user", "policy", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_failures"] == 5
+    assert main(["user", "policy", "--max-failures", "3", "--lockout-minutes", "30"]) == 0
+    assert "locks for 30 minutes after 3 wrong passwords" in capsys.readouterr().out
+    from appliance.config import Settings
+
+    assert AccountStore.from_settings(Settings()).max_failures == 3
+    assert main(["user", "policy", "--max-failures", "0"]) == 2
+    assert "max_failures is a whole number from 1 to 100" in capsys.readouterr().err

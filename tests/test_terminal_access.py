@@ -1,9 +1,10 @@
-"""Terminal bearer tokens (``mcp_servers.access``, ``appliance terminal``): only hashes stored,
-revocation at once, and no server on a non-loopback address without tokens."""
+"""Terminal bearer tokens (``mcp_servers.access``, ``appliance terminal``): only one-way checks
+stored, revocation at once, no server on a non-loopback address without tokens, and every
+operator error one line (a certificate and key that do not belong together). The requests
+themselves are in test_host_trust.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat
@@ -16,11 +17,12 @@ from mcp_servers import access
 from common.locations import PROJECT_ROOT
 
 
-def test_a_token_is_shown_once_and_only_its_hash_is_kept(tmp_path):
+def test_a_token_is_shown_once_and_only_a_one_way_check_is_kept(tmp_path):
     path = tmp_path / "terminals.json"
     token = access.add_terminal("desk-1", "aokafor", path)
     text = path.read_text()
-    assert token not in text and access.token_digest(token) in text
+    assert token not in text and access.token_digest(token) not in text  # neither server's key
+    assert access.token_check(token) in text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     [t] = access.read_terminals(path)
     assert (t.name, t.account) == ("desk-1", "aokafor")
@@ -31,15 +33,15 @@ def test_a_token_is_shown_once_and_only_its_hash_is_kept(tmp_path):
     assert access.add_terminal("desk-2", "bnurse", path) != token  # every token is new
 
 
-def test_the_verifier_gives_the_tokens_account_and_refuses_revoked_or_unknown_tokens(tmp_path):
+def test_the_gate_gives_the_tokens_terminal_and_refuses_revoked_or_unknown_tokens(tmp_path):
     path = tmp_path / "terminals.json"
     token = access.add_terminal("desk-1", "aokafor", path)
-    verifier = access.TerminalTokens(path)
-    found = asyncio.run(verifier.verify_token(token))
-    assert found is not None and (found.subject, found.client_id) == ("aokafor", "desk-1")
-    assert asyncio.run(verifier.verify_token(token + "x")) is None
+    gate = access.Gate(path, open_without_tokens=True)
+    found = gate.allows(token)
+    assert found is not None and (found.account, found.name) == ("aokafor", "desk-1")
+    assert gate.allows(token + "x") is None and gate.allows(None) is None  # open only while no token exists
     access.revoke_terminal("desk-1", path)
-    assert asyncio.run(verifier.verify_token(token)) is None  # at once, no restart
+    assert gate.allows(token) is access.Gate.LOOPBACK  # at once, no restart: no token left, loopback
     with pytest.raises(access.AccessError, match="no terminal named"):
         access.revoke_terminal("desk-1", path)
 
@@ -53,12 +55,14 @@ def test_loopback_addresses(host, loopback):
 
 def test_the_http_policy(tmp_path):
     path = tmp_path / "terminals.json"
-    assert access.http_policy("127.0.0.1", path) is None  # a developer's loopback server
+    loopback = access.http_policy("127.0.0.1", path)  # a developer's loopback server: checked from the first token
+    assert isinstance(loopback, access.TerminalAuth) and loopback.gate.open_without_tokens
     with pytest.raises(access.AccessError, match="refusing to serve on 0.0.0.0 without terminal tokens"):
         access.http_policy("0.0.0.0", path)
     access.add_terminal("desk-1", "aokafor", path)
     for host in ("0.0.0.0", "127.0.0.1"):  # with tokens, every request needs one, on any address
-        assert isinstance(access.http_policy(host, path), access.TerminalTokens)
+        assert isinstance(access.http_policy(host, path), access.TerminalAuth)
+    assert not access.http_policy("0.0.0.0", path).gate.open_without_tokens
 
 
 def _env(home):
@@ -158,9 +162,32 @@ def test_serve_refuses_clearly_without_a_built_model_server(tmp_path):
     assert done.returncode == 2 and "llama-server is not built here" in done.stderr, done.stderr
 
 
-def test_a_terminal_key_is_the_sha256_the_host_keeps(tmp_path):
-    """The host writes the model server's keys from the tokens file, which holds only hashes."""
-    from mcp_servers.access import add_terminal, read_terminals, token_digest as terminal_key
+def test_the_value_kept_is_not_a_terminals_model_server_key(tmp_path):
+    """The issue's case: the value kept in terminals.json was itself a working model server key."""
+    from mcp_servers.access import add_terminal, key_check, read_terminals, token_digest as terminal_key
 
     token = add_terminal("desk-1", "operator", tmp_path / "terminals.json")
-    assert [t.token_sha256 for t in read_terminals(tmp_path / "terminals.json")] == [terminal_key(token)]
+    [kept] = [t.token_check for t in read_terminals(tmp_path / "terminals.json")]
+    assert kept != terminal_key(token) and kept == key_check(terminal_key(token))
+
+
+def _pair(folder, name):
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=clinic-host",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.mark.parametrize("command", [["appliance.cli", "serve", "--no-model", "--port", "18765"],
+                                     ["mcp_servers.ehr", "--http", "127.0.0.1:18799"]])
+def test_a_certificate_and_a_key_that_do_not_belong_together_are_one_line_before_anything_listens(tmp_path, command):
+    """The issue's case: `serve --tls-cert cert.pem --tls-key other-key.pem` announced "serving ...
+    https", then printed ssl.SSLError tracebacks."""
+    cert, _ = _pair(tmp_path, "host")
+    _, other = _pair(tmp_path, "other")
+    done = subprocess.run([sys.executable, "-m", *command, "--tls-cert", str(cert), "--tls-key", str(other)],
+                          cwd=PROJECT_ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "the key is not the certificate's" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "serving" not in done.stdout and "Traceback" not in done.stderr
+    assert not (tmp_path / "ehr.sqlite").exists()  # refused before the data home was touched

@@ -19,7 +19,7 @@ class Action:
     label: str  # short footer label
     description: str  # palette and help text
     app_level: bool = False  # bound on the app (works on every screen), not the main screen
-    footer: bool = True  # shown in the footer (the 80-column footer has room for the daily keys only)
+    footer: bool = True  # shown in the footer whenever it can act (ClinicApp.check_action hides the rest)
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -31,11 +31,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("ctrl+t", "toggle_trace", "Trace", "Show or hide the reasoning trace"),
     Action("ctrl+g", "attach_image", "Image", "Attach a PNG or JPEG image to the next question"),
     Action("f5", "retry_tools", "Retry", "Start the clinical data services again, or re-check them"),
-    Action("f6", "prescreen", "Prescreen", "Prescreen the open patient for clinical trials", footer=False),
+    Action("f6", "prescreen", "Prescreen", "Prescreen the open patient for clinical trials"),
     Action("ctrl+s", "export_session", "Export", "Save this conversation and its trace summary as a Markdown file",
            footer=False),
-    Action("f12", "lock", "Lock", "Lock the terminal; your password unlocks it",
-           app_level=True, footer=False),
+    Action("f12", "lock", "Lock", "Lock the terminal; your password unlocks it", app_level=True),
     Action("f1", "help", "Help", "Keys and how to use the terminal"),
     Action("ctrl+q", "quit", "Quit", "Leave the clinic terminal", app_level=True),
 )

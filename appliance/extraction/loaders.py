@@ -8,6 +8,10 @@ Invariants:
   image-only, corrupt, not a CT.gov record, a record without eligibility criteria), raises
   ``DocumentError`` with one line naming the file and the problem; nothing is half-loaded.
 - Loading writes nothing and keeps no handle open.
+- Size is bounded before the work starts: ``load_documents(path, max_pages=N)`` refuses a PDF of
+  more than N pages before its text is extracted; ``check_size`` refuses documents over the
+  page or character limits, naming the option that raises them (``--max-pages``,
+  ``--max-chars``). ``size`` gives (pages, characters).
 """
 
 from __future__ import annotations
@@ -47,8 +51,27 @@ def unescape_markdown(text: str) -> str:
     return _MD_ESCAPE.sub(r"\1", text)
 
 
-def load_documents(path: str | Path) -> list[Document]:
-    """The documents in one protocol file (one, except a CT.gov ``studies`` list)."""
+def size(documents: list[Document]) -> tuple[int, int]:
+    """(pages, characters) of ``documents``."""
+    return (sum(len(d.pages) for d in documents),
+            sum(len(p.text) for d in documents for p in d.pages))
+
+
+def check_size(name: str, documents: list[Document], max_pages: int, max_chars: int) -> tuple[int, int]:
+    """(pages, characters), or ``DocumentError`` naming the limit passed and its option."""
+    pages, chars = size(documents)
+    if pages > max_pages:
+        raise DocumentError(f"{name} has {pages:,} pages, more than the {max_pages:,} allowed; nothing was extracted "
+                            "(raise the limit with --max-pages)")
+    if chars > max_chars:
+        raise DocumentError(f"{name} has {chars:,} characters, more than the {max_chars:,} allowed; nothing was "
+                            "extracted (raise the limit with --max-chars)")
+    return pages, chars
+
+
+def load_documents(path: str | Path, max_pages: int | None = None) -> list[Document]:
+    """The documents in one protocol file (one, except a CT.gov ``studies`` list); a PDF of more
+    than ``max_pages`` pages is refused before its text is read."""
     path = Path(path)
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
@@ -63,7 +86,7 @@ def load_documents(path: str | Path) -> list[Document]:
     if not data.strip():
         raise DocumentError(f"{path.name} is empty")
     if kind == "pdf":
-        return [_pdf(path.name, data)]
+        return [_pdf(path.name, data, max_pages)]
     if kind == "ctgov":
         return _ctgov(path.name, _utf8(path.name, data))
     text = _utf8(path.name, data)
@@ -86,7 +109,7 @@ def _utf8(name: str, data: bytes) -> str:
 
 
 # -- PDF ----------------------------------------------------------------------------------
-def _pdf(name: str, data: bytes) -> Document:
+def _pdf(name: str, data: bytes, max_pages: int | None = None) -> Document:
     if not data.lstrip()[:5].startswith(b"%PDF"):
         raise DocumentError(f"{name} is not a PDF file (no %PDF header)")
     from pypdf import PdfReader
@@ -98,6 +121,10 @@ def _pdf(name: str, data: bytes) -> Document:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not _opens_without_password(reader):
             raise DocumentError(f"{name} is encrypted (password-protected); save an unprotected copy and try again")
+        count = len(reader.pages)
+        if max_pages is not None and count > max_pages:
+            raise DocumentError(f"{name} has {count:,} pages, more than the {max_pages:,} allowed; nothing was "
+                                "extracted (raise the limit with --max-pages)")
         texts = [page.extract_text() or "" for page in reader.pages]
     except DocumentError:
         raise

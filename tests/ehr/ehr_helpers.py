@@ -31,6 +31,21 @@ def audit_rows(path: Path) -> list[dict]:
         conn.close()
 
 
+def row_claim(path: Path, table: str, row_id: str) -> dict:
+    """What a write's audit row records about the one new row it wrote (``ehr_db.custody``),
+    recomputed here from the row as stored."""
+    from ehr_db import custody
+
+    conn = sqlite3.connect(path)
+    try:
+        cursor = conn.execute(f"SELECT * FROM {table} WHERE id = ?", [row_id])
+        values = cursor.fetchone()
+        digest = custody.row_digest(table, [c[0] for c in cursor.description], values)
+    finally:
+        conn.close()
+    return custody.claim([(table, row_id, None, digest)])
+
+
 def call(server, tool: str, args: dict):
     """One tool call through an in-memory fastmcp Client; the result's data."""
     async def go():

@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 import pytest
-from ehr_helpers import audit_rows, call
+from ehr_helpers import audit_rows, call, row_claim
 from fastmcp.exceptions import ToolError
 
 from appliance.cli import main
@@ -46,14 +46,15 @@ def test_the_approval_is_kept_in_the_writes_own_audit_row(repo, ehr_path):
     new_id = repo.prescribe_medication(**RX, author="dr.b", approval=OVERRIDE)
     row = audit_rows(ehr_path)[-1]
     assert (row["tool"], row["actor"]) == ("prescribe_medication", "dr.b")
-    assert json.loads(row["result"]) == {"id": new_id, "approval": OVERRIDE}
+    assert json.loads(row["result"]) == {"id": new_id, "approval": OVERRIDE,
+                                         "rows": row_claim(ehr_path, "medication_requests", new_id)}
     assert "approval" not in json.loads(row["arguments"])  # the arguments are the write's own
     assert repo.verify_audit().ok
     repo.add_allergy("abc-123", "latex", "rash", None, author="dr.c",
                      approval={"decision": "approval", "clinician": "dr.c", "safety": None})
     assert last_result(ehr_path)["approval"] == {"decision": "approval", "clinician": "dr.c", "safety": None}
     repo.save_clinical_note("abc-123", "progress", "Stable.", author="dr.c")  # other clients may omit it
-    assert set(last_result(ehr_path)) == {"id"}
+    assert set(last_result(ehr_path)) == {"id", "rows"}
 
 
 def test_a_retry_with_the_same_key_is_one_write_whatever_approval_it_carries(repo, ehr_path):
@@ -96,7 +97,8 @@ def test_the_record_and_the_contract_share_one_bound():
 def test_the_server_keeps_the_approval_and_refuses_a_malformed_one_clearly(server, ehr_path):
     result = call(server, "prescribe_medication", {**RX, "idempotency_key": "srv-appr-1", "approval": OVERRIDE})
     assert "approval" not in result  # the answer the model reads is the write's, as before
-    assert last_result(ehr_path) == {"id": result["id"], "approval": OVERRIDE}
+    assert last_result(ehr_path) == {"id": result["id"], "approval": OVERRIDE,
+                                     "rows": row_claim(ehr_path, "medication_requests", result["id"])}
     again = call(server, "prescribe_medication", {**RX, "idempotency_key": "srv-appr-1", "approval": OVERRIDE})
     assert again["id"] == result["id"] and written(ehr_path) == (1, 1, 1)
     for bad, words in (({**OVERRIDE, "decision": "maybe"}, "check approval"),  # the published schema

@@ -140,7 +140,10 @@ def test_an_older_backup_is_migrated_on_restore(appliance_home, tmp_path, capsys
     code, out, err = run(capsys, "ehr", "restore", str(old))
     assert code == 0, err
     assert "brought up to date: m004_audit_hash_chain" in out
-    assert EhrRepository(appliance_home / "ehr.sqlite").verify_audit().rows == 2
+    verdict = EhrRepository(appliance_home / "ehr.sqlite").verify_audit()
+    # its row, its baseline of row digests (m006), the restore
+    assert verdict.ok and verdict.rows == 3 and verdict.clinical_rows == 1
+    assert any("taken as they stood when row digests were added" in note for note in verdict.notes)
 
 
 def test_a_backup_of_a_tampered_record_is_written_but_exits_1(live, tmp_path, capsys):

@@ -25,6 +25,7 @@ EXPECTED_COLUMNS = {
     "document_references": {"id", "patient_id", "note_type", "text", "author", "created_at"},
     "audit_log": {"id", "at", "actor", "tool", "arguments", "result", "outcome", "seq", "prev_hash", "row_hash"},
     "audit_head": {"id", "seq", "hash"},
+    "row_digests": {"seq", "tbl", "row_id", "before", "digest"},
 }
 
 

@@ -6,7 +6,7 @@ import json
 from datetime import date
 
 import pytest
-from ehr_helpers import audit_rows, row_counts
+from ehr_helpers import audit_rows, row_counts, row_claim
 
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository, fold
@@ -104,7 +104,8 @@ def test_prescribe_writes_record_and_audit_row_together(repo, ehr_path):
     assert order["author"] == "dr.test" and order["status"] == "active"
     last = audit_rows(ehr_path)[-1]
     assert (last["actor"], last["tool"], last["outcome"]) == ("dr.test", "prescribe_medication", "success")
-    assert json.loads(last["result"]) == {"id": new_id}
+    # the digest of the row it wrote, under the chain (``ehr_db.custody``)
+    assert json.loads(last["result"]) == {"id": new_id, "rows": row_claim(ehr_path, "medication_requests", new_id)}
     assert json.loads(last["arguments"])["patient_id"] == "abc-123"
 
 
@@ -116,7 +117,8 @@ def test_add_allergy_and_note(repo, ehr_path):
     assert chart["recent_notes"][0]["id"] == note_id
     assert chart["recent_notes"][0]["author"] == "dr.test"
     assert [r["tool"] for r in audit_rows(ehr_path)[-2:]] == ["add_allergy", "save_clinical_note"]
-    assert json.loads(audit_rows(ehr_path)[-2]["result"]) == {"id": allergy_id}
+    assert json.loads(audit_rows(ehr_path)[-2]["result"]) == {
+        "id": allergy_id, "rows": row_claim(ehr_path, "allergy_intolerances", allergy_id)}
 
 
 def test_allergy_severity_may_be_null(repo):

@@ -34,7 +34,11 @@ def test_extract_json_with_a_script(tmp_path, capsys):
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert [(c["text"], c["type"]) for c in data["criteria"]] == EXPECTED
-    assert err == ""  # no progress bar: stderr is not a terminal
+    # the work stated before it starts; no progress bar (stderr is not a terminal) and no progress
+    # lines for a run this short
+    chars = sum(len(page) for page in PROTOCOL_PAGES)
+    assert err == (f"extract: p.txt: 4 page(s), {chars} characters; up to 4 model call(s) to find the criteria, "
+                   "then one or two per criterion found\n")
 
 
 def test_extract_text_output(tmp_path, capsys):
@@ -161,3 +165,48 @@ def test_extract_ground_attaches_each_criterions_grounding(tmp_path, capsys, app
     assert crit["text"] == "Type 2 diabetes" and crit["type"] == "inclusion"
     [entity] = crit["grounding"]["entities"]
     assert entity["text"] == "Type 2 diabetes" and entity["cui"]
+
+
+# -- bounded work (issue 24) ----------------------------------------------------------------------
+def test_a_protocol_over_the_limits_is_refused_before_the_model_loads(tmp_path, capsys):
+    protocol = tmp_path / "long.txt"
+    protocol.write_text("\f".join(f"Page {n}. Inclusion Criteria: adults." for n in range(400)))
+    assert main(["extract", str(protocol)]) == 2  # no --script: the model would be loaded if it got that far
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "long.txt has 400 pages, more than the 300 allowed; nothing was extracted (raise the limit with " \
+           "--max-pages)" in err
+    assert main(["extract", str(protocol), "--max-pages", "500", "--max-chars", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "characters, more than the 1,000 allowed" in err and "(raise the limit with --max-chars)" in err
+
+
+def test_a_big_text_file_is_estimated_and_refused_by_characters(tmp_path, capsys):
+    protocol = tmp_path / "big.txt"
+    protocol.write_text("Eligibility text that goes on. " * 70_000)  # one page of 2.2 million characters
+    assert main(["extract", str(protocol)]) == 2
+    err = capsys.readouterr().err
+    assert "big.txt has 2,170,000 characters, more than the 1,500,000 allowed" in err and "--max-chars" in err
+
+
+def test_the_estimate_counts_one_call_per_page_window():
+    from appliance.extraction import ExtractionConfig
+    from appliance.extraction.loaders import Document, Page
+    from appliance.extraction_cli import estimate_calls
+
+    config = ExtractionConfig()
+    window = config.page_cap * 3
+    docs = [Document("a.txt", "text", (Page(1, "x" * 10), Page(2, "y" * (window * 3 + 1)))),
+            Document("NCT01234567", "ctgov", (Page(1, "z" * window * 5),))]
+    assert estimate_calls(docs, config) == 1 + 4  # CT.gov records need no page filter
+
+
+def test_a_long_run_off_a_terminal_prints_a_line_per_tenth(capsys):
+    from appliance.extraction_cli import _Progress
+
+    progress = _Progress(ProgressBar(io.StringIO()))
+    for done in range(1, 201):
+        progress.show("pages", done, 200, "criteria 0")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "extract: pages 20/200, criteria 0" and lines[-1] == "extract: pages 200/200, criteria 0"
+    assert len(lines) == 10

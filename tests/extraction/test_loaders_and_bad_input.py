@@ -112,3 +112,18 @@ def test_an_owner_password_only_pdf_opens(tmp_path):
         writer.write(handle)
     assert len(load_documents(path)[0].pages) == 4
 
+
+
+def test_a_pdf_over_the_page_limit_is_refused_before_its_text_is_read(tmp_path, monkeypatch, capsys):
+    from pypdf import PageObject
+
+    path = tmp_path / "long.pdf"
+    path.write_bytes(text_pdf(PROTOCOL_PAGES))
+    read: list[int] = []
+    real = PageObject.extract_text
+    monkeypatch.setattr(PageObject, "extract_text", lambda self, *a, **k: read.append(1) or real(self, *a, **k))
+    with pytest.raises(DocumentError, match=r"long.pdf has 4 pages, more than the 3 allowed.*--max-pages"):
+        load_documents(path, max_pages=3)
+    assert read == []
+    assert main(["extract", str(path), "--max-pages", "3"]) == 2
+    assert "more than the 3 allowed" in capsys.readouterr().err and read == []

@@ -28,6 +28,22 @@ def _counts(report) -> tuple:
     return report.inserted, report.updated, report.unchanged, report.deleted, dict(report.skipped)
 
 
+def _drug_names(path) -> list[str]:
+    db = connect(path, read_only=True)
+    try:
+        return [r[0] for r in db.execute("SELECT generic_name FROM drugs ORDER BY 1")]
+    finally:
+        db.close()
+
+
+def _trial_ids(path) -> list[str]:
+    db = connect(path, read_only=True)
+    try:
+        return [r[0] for r in db.execute("SELECT nct_id FROM trials ORDER BY 1")]
+    finally:
+        db.close()
+
+
 # -- streaming JSON --------------------------------------------------------------------------
 @pytest.mark.parametrize("text, key, expected", [
     ('{"meta": {"a": [1, 2]}, "results": [{"x": 1}, {"x": 2}]}', "results", [{"x": 1}, {"x": 2}]),
@@ -116,12 +132,64 @@ def test_import_of_a_missing_or_empty_source_fails_clearly(tmp_path, knowledge_d
         import_openfda_labels(tmp_path / "empty", knowledge_db)
 
 
-def test_malformed_file_is_reported_and_earlier_records_are_kept(tmp_path, knowledge_db):
+def test_a_truncated_file_imports_nothing(tmp_path, knowledge_db):
     text = OPENFDA.read_text()
     broken = tmp_path / "broken.json"
-    broken.write_text(text[: text.index('"set_id": "fixture-set-atorvastatin"')])
-    report = import_openfda_labels(broken, knowledge_db)
-    assert report.inserted == 1 and report.skipped["unreadable file (JSONDecodeError)"] == 1
+    broken.write_text(text[: text.index('"set_id": "fixture-set-atorvastatin"')])  # one whole label before the cut
+    before = _drug_names(knowledge_db)
+    with pytest.raises(ImportSourceError, match=r"broken.json cannot be read in full \(not valid JSON at line \d+: "
+                                                r"truncated or damaged\); nothing was imported"):
+        import_openfda_labels(broken, knowledge_db)
+    assert _drug_names(knowledge_db) == before
+
+
+@pytest.mark.parametrize("content,words", [
+    (b'{"results": [{"openfda": "x"}]}', r"record 1 is malformed \(openfda is not an object\)"),
+    (b'{"results": [{"openfda": {"generic_name": 5}, "boxed_warning": 3}, {"openfda": {"generic_name": ["x"]}, '
+     b'"contraindications": {"a": 1}, "set_id": []}]}', None),
+    (b"\xff\xfe\x00garbage", r"cannot be read in full \(not UTF-8 text\)"),
+    (b'{"results": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", r"nested too deeply to read"),
+], ids=["openfda-a-string", "odd-types-are-skipped-or-refused", "not-utf8", "nested-100000-deep"])
+def test_an_openfda_file_that_cannot_be_used_imports_nothing_and_never_raises_a_third_party_error(
+        tmp_path, knowledge_db, content, words):
+    path = tmp_path / "labels.json"
+    path.write_bytes(content)
+    before = _drug_names(knowledge_db)
+    if words is None:
+        try:
+            import_openfda_labels(path, knowledge_db)
+        except ImportSourceError:
+            pass  # refused, one line; what matters is no AttributeError/TypeError
+    else:
+        with pytest.raises(ImportSourceError, match=words):
+            import_openfda_labels(path, knowledge_db)
+        assert _drug_names(knowledge_db) == before
+
+
+@pytest.mark.parametrize("cut", ["half", "one-study"])
+def test_a_truncated_ctgov_page_imports_nothing(tmp_path, knowledge_db, cut):
+    text = (FIXTURES / "ctgov" / "studies-page-1.json").read_text()
+    second = text.index('"protocolSection"', text.index('"protocolSection"') + 1)
+    path = tmp_path / "page.json"
+    path.write_text(text[: len(text) // 2] if cut == "half" else text[:second])
+    before = _trial_ids(knowledge_db)
+    with pytest.raises(ImportSourceError, match="page.json cannot be read in full"):
+        import_ctgov_studies(path, knowledge_db)
+    assert _trial_ids(knowledge_db) == before
+
+
+def test_a_ctgov_study_nested_deeply_or_of_odd_types_never_raises_a_third_party_error(tmp_path, knowledge_db):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"studies": [' + '{"a": ' * 50_000 + "1" + "}" * 50_000 + "]}")
+    with pytest.raises(ImportSourceError, match="nested too deeply"):
+        import_ctgov_studies(deep, knowledge_db)
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"studies": [{"protocolSection": {"identificationModule": "x"}}, '
+                   '{"protocolSection": {"identificationModule": {"nctId": "NCT01234567", "briefTitle": "T"}, '
+                   '"designModule": "x", "armsInterventionsModule": {"interventions": ["a", 3]}, '
+                   '"contactsLocationsModule": {"locations": "x"}}}]}')
+    report = import_ctgov_studies(odd, knowledge_db)
+    assert report.inserted == 1 and report.skipped == {"missing or malformed NCT id": 1}
 
 
 # -- PubMed ----------------------------------------------------------------------------------

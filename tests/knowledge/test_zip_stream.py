@@ -9,9 +9,18 @@ import zipfile
 
 import pytest
 
-from mcp_servers.knowledge_import import ReadPosition, import_ctgov_studies, iter_sources
+from mcp_servers.knowledge_import import ImportSourceError, ReadPosition, import_ctgov_studies, iter_sources
+from mcp_servers.knowledge_store import connect
 from mcp_servers.knowledge_synthetic import synthetic_studies, write_bulk_zip
 from mcp_servers.zip_stream import count_members, iter_members, open_member
+
+
+def _trials(path) -> int:
+    db = connect(path, read_only=True)
+    try:
+        return db.execute("SELECT count(*) FROM trials").fetchone()[0]
+    finally:
+        db.close()
 
 
 def test_members_read_back_exactly_as_zipfile_reads_them(tmp_path):
@@ -44,7 +53,7 @@ def test_zip64_archives_with_more_than_65535_members(tmp_path):
         assert open_member(raw, last).read() == b"{}"
 
 
-def test_a_damaged_member_is_detected_and_skipped_alone(tmp_path, knowledge_db):
+def test_a_damaged_member_fails_the_whole_import(tmp_path, knowledge_db):
     path = tmp_path / "ctg-studies.json.zip"
     write_bulk_zip(path, 5)
     members = list(iter_members(path))
@@ -53,9 +62,10 @@ def test_a_damaged_member_is_detected_and_skipped_alone(tmp_path, knowledge_db):
     path.write_bytes(bytes(data))
     with open(path, "rb") as raw, pytest.raises(ValueError):
         open_member(raw, members[2]).read()
-    report = import_ctgov_studies(path, knowledge_db)
-    assert report.files == 5 and report.inserted == 4
-    assert sum(report.skipped.values()) == 1 and "unreadable file" in next(iter(report.skipped))
+    before = _trials(knowledge_db)
+    with pytest.raises(ImportSourceError, match=rf"{members[2].name} cannot be read in full .*nothing was imported"):
+        import_ctgov_studies(path, knowledge_db)
+    assert _trials(knowledge_db) == before  # not the four members before and after it
 
 
 def test_the_bulk_download_shape_imports_with_byte_progress(tmp_path, knowledge_db):

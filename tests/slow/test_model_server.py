@@ -162,6 +162,12 @@ def test_a_terminal_answers_with_the_hosts_model_through_appliance_serve(tmp_pat
         assert not (terminal_home / "ehr.sqlite").exists()
         server_log = (host_home / "logs" / "model-server.log").read_text(errors="replace")
         assert "llama" in server_log.lower() and "dofetilide" not in server_log.lower()  # no request text logged
+        add_terminal("desk-2", "bnurse", host_home / "terminals.json")  # the host stays closed after the revoke
+        subprocess.run([sys.executable, "-m", "appliance.cli", "terminal", "revoke", "desk-1"], cwd=PROJECT,
+                       env={**env, "APPLIANCE_HOME": str(host_home)}, check=True, capture_output=True, timeout=60)
+        revoked = subprocess.run(ask, cwd=PROJECT, capture_output=True, text=True, timeout=120,
+                                 env={**terminal, "APPLIANCE_MCP_TOKEN": token})
+        assert revoked.returncode == 2 and "refused this terminal's token" in revoked.stderr  # at once, no restart
     finally:
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(timeout=30) == 0, log.read_text()[-2000:]
@@ -184,3 +190,71 @@ def test_the_clinic_bench_times_turns_for_each_terminal_count_beside_the_in_proc
     bad = subprocess.run([sys.executable, "-m", "appliance.cli", "bench", "clinic", "--terminals", "1,x"], cwd=PROJECT,
                          capture_output=True, text=True, timeout=60, env={**os.environ, "APPLIANCE_HOME": str(tmp_path)})
     assert bad.returncode == 2 and "--terminals takes counts" in bad.stderr
+
+
+# -- the host's front: every request checked, nothing stored a key (a stand-in llama-server) -----
+def _fake_llama_server(folder: Path) -> Path:
+    """A wrapper ``APPLIANCE_LLAMA_SERVER`` can name: tests/slow/fake_llama_server.py."""
+    wrapper = folder / "llama-server"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {PROJECT / 'tests' / 'slow' / 'fake_llama_server.py'} "
+                       '"$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _status(url: str, key: str | None, path: str = "/props") -> int:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url + path, headers=headers), timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_hosts_model_server_checks_every_request_and_keeps_no_usable_key(tmp_path):
+    """The issue's cases: after `terminal revoke t3` the model server still answered t3 (until a
+    restart), and the value kept in terminals.json was itself a working model server key. Here
+    llama-server is a stand-in (the real one's answers are the test above): what is checked is
+    what the host gives it and what its front lets through."""
+    from mcp_servers.access import add_terminal, read_terminals
+
+    port = model_server.free_port()
+    home = tmp_path / "host"
+    home.mkdir()
+    tokens = home / "terminals.json"
+    t3, other = add_terminal("t3", "aokafor", tokens), add_terminal("desk-2", "bnurse", tokens)
+    record = tmp_path / "llama.json"
+    env = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_HOME": str(home),
+           "APPLIANCE_LLAMA_SERVER": str(_fake_llama_server(tmp_path)), "FAKE_LLAMA_RECORD": str(record)}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        serve = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port), "--slots", "1"],
+                                 cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port + 3}"
+    try:
+        model_server.wait_healthy(url, serve, log, seconds=120)
+        given = json.loads(record.read_text())
+        socket_arg = given["argv"][given["argv"].index("--host") + 1]
+        assert given["had_key"] and socket_arg.endswith(".sock") and "--api-key-file" not in given["argv"]
+        assert not any(t3 in a or terminal_key(t3) in a for a in given["argv"])  # no terminal's key anywhere
+        assert os.stat(Path(socket_arg).parent).st_mode & 0o777 == 0o700
+        stored = read_terminals(tokens)[0].token_check
+        assert [_status(url, k) for k in (terminal_key(t3), terminal_key(other))] == [200, 200]
+        assert [_status(url, k) for k in (None, stored, t3, "x" * 64)] == [401] * 4  # the stored value is no key
+        model = ServerModel(url, key=terminal_key(t3))
+        assert model.profile_name == "gemma3-270m"
+        done = subprocess.run([sys.executable, "-m", "appliance.cli", "terminal", "revoke", "t3"], cwd=PROJECT,
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert _status(url, terminal_key(t3)) == 401 and _status(url, terminal_key(other)) == 200  # at once
+        with pytest.raises(ConfigError, match="refused this terminal's token"):
+            ServerModel(url, key=terminal_key(t3))
+        tokens.write_text("{", encoding="utf-8")
+        assert _status(url, terminal_key(other)) == 503
+        assert serve.poll() is None
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0, log.read_text()[-2000:]
+    text = log.read_text()
+    assert "Traceback" not in text and text.count("refusing every request") == 1
+    assert not Path(socket_arg).parent.exists()  # the private folder goes with the host

@@ -29,6 +29,8 @@ from mcp_servers.umls_store import ensure_database as ensure_umls
 
 PROJECT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_USER": "transport-test"}
+# What the agent's code sends with an approved write; over HTTP a write needs one (stdio does not).
+APPROVED = {"decision": "approval", "clinician": "whoever the request names", "safety": None}
 
 
 async def _error_type(client: Client, tool: str, args: dict) -> str:
@@ -47,7 +49,7 @@ async def _ehr(client: Client) -> None:
     assert chart["patient"]["name"] == "Maria Garcia"
     written = (await client.call_tool("prescribe_medication", {
         "patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
-        "frequency": "twice daily", "notes": None})).data
+        "frequency": "twice daily", "notes": None, "approval": APPROVED})).data
     assert written["author"] == "transport-test"
     assert await _error_type(client, "get_patient_chart", {"patient_id": "zzz-999"}) == "patient_not_found"
 
@@ -158,6 +160,8 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
     ensure_ehr(db)
     tokens = tmp_path / "terminals.json"
     token = add_terminal("desk-1", "aokafor", tokens)
+    add_terminal("desk-2", "bnurse", tokens)  # still a token after desk-1 is revoked: the host stays closed
+
     def client(url: str, bearer: str | None) -> Client:
         headers = {"X-Appliance-User": "someone-else"}
         if bearer:
@@ -185,7 +189,7 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
         async with client(url, token) as c:
             return (await c.call_tool("prescribe_medication", {
                 "patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
-                "frequency": "twice daily", "notes": None})).data
+                "frequency": "twice daily", "notes": None, "approval": APPROVED})).data
 
     with _http_server("ehr", db, tmp_path) as (url, proc, log):
         deadline = time.monotonic() + 30
@@ -204,6 +208,89 @@ def test_with_terminal_tokens_an_unauthenticated_request_is_refused_and_the_toke
         refused(url, token[:-2] + "xx")
         revoke_terminal("desk-1", tokens)
         refused(url, token)
+
+
+def _post(url: str, tool: str, args: dict, bearer: str | None = None) -> tuple[int, dict]:
+    """One tools/call over plain HTTP (a session first, as any MCP client): (status, JSON body)."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "X-Appliance-User": "spoofed-header"}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+
+    def send(body: dict, extra: dict | None = None):
+        request = urllib.request.Request(url, json.dumps(body).encode(), {**headers, **(extra or {})})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                text = response.read().decode()
+                return response.status, response.headers, text
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers, exc.read().decode()
+
+    status, reply_headers, text = send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}})
+    if status != 200:
+        return status, json.loads(text or "{}")
+    session = {"mcp-session-id": reply_headers["mcp-session-id"]}
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    status, _, text = send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": tool, "arguments": args}}, session)
+    data = [line[5:] for line in text.splitlines() if line.startswith("data:")]
+    return status, json.loads(data[-1] if data else text)
+
+
+def test_a_token_added_while_the_server_runs_is_asked_for_from_the_next_request(tmp_path):
+    """The issue's case: `serve` started with no tokens, then `terminal add late --account x`:
+    requests with no Authorization still got 200, and a tokenless prescribe_medication was written
+    with the spoofed header as author."""
+    db = tmp_path / "ehr.sqlite"
+    ensure_ehr(db)
+    write = {"patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
+             "frequency": "twice daily", "notes": None, "approval": APPROVED}
+    with _http_server("ehr", db, tmp_path) as (url, proc, log):
+        asyncio.run(_wait_until_up(url, proc, log))
+        status, _ = _post(url, "search_patient", {"name": "Maria Garcia"})
+        assert status == 200  # no token issued yet: a developer's loopback server
+        token = subprocess.run([sys.executable, "-m", "appliance.cli", "terminal", "add", "late", "--account", "x",
+                                "--json"], cwd=PROJECT, env={**ENV, "APPLIANCE_HOME": str(tmp_path)},
+                               capture_output=True, text=True, timeout=60)
+        token = json.loads(token.stdout)["token"]
+        status, body = _post(url, "prescribe_medication", write)
+        assert status == 401 and body["error"] == "invalid_token"
+        assert _post(url, "search_patient", {"name": "Maria Garcia"})[0] == 401
+        status, body = _post(url, "prescribe_medication", write, bearer=token)
+        assert status == 200 and body["result"]["structuredContent"]["author"] == "x"
+    import sqlite3
+
+    actors = [r[0] for r in sqlite3.connect(db).execute("SELECT actor FROM audit_log WHERE tool = 'prescribe_medication'")]
+    assert actors == ["x"]  # nothing in the spoofed header's name
+
+
+def test_a_damaged_tokens_file_while_serving_is_503_and_one_console_line_never_a_500(tmp_path):
+    from mcp_servers.access import add_terminal
+
+    db = tmp_path / "ehr.sqlite"
+    ensure_ehr(db)
+    token = add_terminal("desk-1", "aokafor", tmp_path / "terminals.json")
+    with _http_server("ehr", db, tmp_path) as (url, proc, log):
+        deadline = time.monotonic() + 30
+        while _post_or_none(url, token) != 200:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        (tmp_path / "terminals.json").write_text('{"terminals": [', encoding="utf-8")
+        for _ in range(3):
+            status, body = _post(url, "search_patient", {"name": "Maria Garcia"}, bearer=token)
+            assert status == 503 and "tokens file cannot be read" in body["error_description"]
+        time.sleep(0.5)
+    text = log.read_text()
+    assert "Traceback" not in text and " 500 " not in text
+    assert text.count("refusing every request") == 1
+
+
+def _post_or_none(url: str, token: str) -> int | None:
+    try:
+        return _post(url, "search_patient", {"name": "Maria Garcia"}, bearer=token)[0]
+    except OSError:
+        return None
 
 
 def test_https_with_the_operators_certificate_and_a_terminal_token(tmp_path):
@@ -228,7 +315,7 @@ def test_https_with_the_operators_certificate_and_a_terminal_token(tmp_path):
                 time.sleep(0.3)
             written = box.call("prescribe_medication", {"patient_id": "abc-123", "medication_name": "Metformin",
                                                         "dosage": "500 mg", "frequency": "twice daily", "notes": None},
-                               10, idempotency_key="tls-test-0001")
+                               10, idempotency_key="tls-test-0001", approval=APPROVED)
             assert written.ok and written.result["author"] == "aokafor"
         with MCPToolBox(env) as untrusting:  # the system trust store does not know the clinic's certificate
             refused = untrusting.call("search_patient", {"name": "Maria Garcia"}, 10)

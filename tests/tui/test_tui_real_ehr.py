@@ -84,7 +84,9 @@ def rows(sql: str) -> int:
 def script(tool: str, approved: bool) -> dict:
     quality = good("Written.") if approved else {"quality": "error_fatal", "brief_summary": "Not approved."}
     reply = "Done: the record was updated." if approved else "Nothing was written to the record."
-    return {IC: [intent(tool)], TS: [{"tool_name": tool}, dict(WRITES[tool][1])], RC: [quality], SY: [reply]}
+    # A prescription whose words give the whole order is code's call (appliance.agent.orders): no model.
+    select = [] if tool == "prescribe_medication" else [{"tool_name": tool}, dict(WRITES[tool][1])]
+    return {IC: [intent(tool)], TS: select, RC: [quality], SY: [reply]}
 
 
 def panel(app) -> str:

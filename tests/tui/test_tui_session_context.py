@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.sessions import SessionStore
-from tests.tui.helpers import IC, SIZE, SY, ask, chart, intent, make_app, ready, settle, texts
+from tests.tui.helpers import IC, RC, SIZE, SY, ask, chart, good, intent, make_app, ready, settle, texts
 from tui.app import startup_problem
 from tui.screens.sessions import session_line
 
@@ -39,8 +39,9 @@ def test_an_unknown_session_is_refused_before_the_screen_starts(tmp_path):
 
 
 async def test_opening_another_patient_starts_a_new_context(tmp_path):
-    script = {IC: [intent(), intent()], SY: ["About John Smith.", "About Maria Garcia."]}
-    tools = {"get_patient_chart": [{"result": chart("abc-123")}, {"result": chart("pat-002", "Maria Garcia")}]}
+    # A summary of the open patient's care reads their chart (code's call), after the panel's own read.
+    script = {IC: [intent(), intent()], RC: [good(), good()], SY: ["About John Smith.", "About Maria Garcia."]}
+    tools = {"get_patient_chart": [{"result": chart("abc-123")}] * 2 + [{"result": chart("pat-002", "Maria Garcia")}] * 2}
     app, model, _ = make_app(tmp_path, script, tools)
     seen = []
     async with app.run_test(size=SIZE) as pilot:

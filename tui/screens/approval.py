@@ -97,7 +97,7 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         check; None when there is neither."""
         ctx = self.context
         high = [line for line in (ctx.findings or []) if line.startswith("HIGH ")] if ctx else []
-        unchecked = ctx.not_checked if ctx else []
+        unchecked = [t for t in (ctx.not_checked if ctx else []) if not any(t in line for line in high)]
         if not high and not unchecked:
             return None
         text = Text()

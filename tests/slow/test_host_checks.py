@@ -1,0 +1,35 @@
+"""``appliance.host_checks.run_host_checks`` (the host section of ``appliance selftest``): the real
+host record server and model front, on a scratch data home, refuse every request they should."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.host_checks import _Tally, run_host_checks
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_the_host_refuses_what_it_should_and_lets_the_rest_through(tmp_path):
+    report = run_host_checks(tmp_path)
+    assert report["ok"], report
+    assert report["let_through"] == 0 and report["failed"] == []
+    assert report["requests"] == report["refused_as_expected"] + report["allowed_as_expected"] >= 12
+    cases = {c["case"] for c in report["cases"]}
+    assert {"a write without an approval", "a write naming another approver", "an audit event of the client's making",
+            "a prescription the host's safety gate blocks, without an override", "a revoked token",
+            "the model server with the tokens file's stored value",
+            "the model server with a revoked terminal's key"} <= cases
+    assert (tmp_path / "host-checks" / "ehr.sqlite").exists()  # its own data home, under the folder given
+
+
+def test_a_request_that_should_have_been_refused_counts_as_let_through():
+    tally = _Tally()
+    tally.refused("no token", 401)
+    tally.refused("stolen key", 200)
+    tally.refused("no approval", 200, {"isError": False}, "invalid_args")
+    tally.add("a read", "allowed", "HTTP 200", True)
+    report = tally.report(1.0)
+    assert (report["requests"], report["refused_as_expected"], report["let_through"],
+            report["allowed_as_expected"]) == (4, 1, 2, 1)
+    assert report["failed"] == ["stolen key", "no approval"] and report["ok"] is False
