@@ -46,6 +46,7 @@ from common import sqlite
 from common.errors import ApplianceError
 from common.locations import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, accounts_db_path
 from common.sqlite import Migration, write_transaction
+from ehr_db import heads
 
 STORE = "accounts"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -127,14 +128,7 @@ def m001_accounts(db: Database) -> None:
 def m002_record_heads(db: Database) -> None:
     """A copy of the EHR's chain head, kept outside the record so a rolled-back record shows
     (``ehr_db.heads`` writes and reads it after each EHR commit, with this exact shape)."""
-    db.execute("""
-        CREATE TABLE record_heads (
-            record_id TEXT PRIMARY KEY,      -- the EHR's id (the hash of its first audit row)
-            timeline TEXT NOT NULL,          -- the hash of its latest restore event (or its id)
-            seq INTEGER NOT NULL,            -- the chain head: last seq and its hash
-            hash TEXT NOT NULL,
-            at TEXT NOT NULL
-        )""")
+    db.execute(heads.CREATE_TABLE)
 
 
 # -- validation ------------------------------------------------------------------------------

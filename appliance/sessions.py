@@ -32,6 +32,7 @@ from appliance.errors import ApplianceError
 from common import sqlite
 from common.locations import sessions_db_path
 from common.sqlite import Migration, write_transaction
+from ehr_db import heads
 
 TITLE_CHARS = 60
 STATUSES = ("complete", "cancelled", "failed")
@@ -101,14 +102,7 @@ def m002_sessions_updated_index(db: Database) -> None:
 def m003_record_heads(db: Database) -> None:
     """A copy of the EHR's chain head, kept outside the record so a rolled-back record shows
     (``ehr_db.heads`` writes and reads it after each EHR commit, with this exact shape)."""
-    db.execute("""
-        CREATE TABLE record_heads (
-            record_id TEXT PRIMARY KEY,      -- the EHR's id (the hash of its first audit row)
-            timeline TEXT NOT NULL,          -- the hash of its latest restore event (or its id)
-            seq INTEGER NOT NULL,            -- the chain head: last seq and its hash
-            hash TEXT NOT NULL,
-            at TEXT NOT NULL
-        )""")
+    db.execute(heads.CREATE_TABLE)
 
 
 def migrate(db: Database) -> list[str]:

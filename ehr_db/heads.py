@@ -42,6 +42,15 @@ log = logging.getLogger("ehr_db.heads")
 
 KEEPERS = ("accounts.sqlite", "sessions.sqlite")  # beside the record (``common.locations``' names)
 TABLE = "record_heads"
+# The table's shape in the stores that keep a copy (the accounts and sessions databases create it
+# through their own migrations with this statement; ``ehr_db`` cannot import them).
+CREATE_TABLE = """CREATE TABLE record_heads (
+    record_id TEXT PRIMARY KEY,      -- the EHR's id (the hash of its first audit row)
+    timeline TEXT NOT NULL,          -- the hash of its latest restore event (or its id)
+    seq INTEGER NOT NULL,            -- the chain head: last seq and its hash
+    hash TEXT NOT NULL,
+    at TEXT NOT NULL
+)"""
 MANIFEST_SUFFIX = ".manifest.json"
 
 
