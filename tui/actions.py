@@ -19,19 +19,22 @@ class Action:
     label: str  # short footer label
     description: str  # palette and help text
     app_level: bool = False  # bound on the app (works on every screen), not the main screen
-    footer: bool = True  # shown in the footer whenever it can act (ClinicApp.check_action hides the rest)
+    # Shown in the footer whenever it can act (ClinicApp.check_action hides the rest). The
+    # 80-column footer holds the keys of every visit (prescreen and lock included); the rest are
+    # in F1's help and the command palette.
+    footer: bool = True
 
 
 ACTIONS: tuple[Action, ...] = (
     Action("escape", "cancel_turn", "Cancel", "Stop the answer being generated"),
     Action("ctrl+n", "new_session", "New", "Start a new session"),
-    Action("ctrl+r", "sessions", "Resume", "Resume a saved session"),
+    Action("ctrl+r", "sessions", "Resume", "Resume a saved session", footer=False),
     Action("ctrl+o", "patient", "Patient", "Search for a patient and open their chart"),
     Action("ctrl+l", "close_patient", "Close", "Close the open patient"),
     Action("ctrl+t", "toggle_trace", "Trace", "Show or hide the reasoning trace"),
-    Action("ctrl+g", "attach_image", "Image", "Attach a PNG or JPEG image to the next question"),
+    Action("ctrl+g", "attach_image", "Image", "Attach a PNG or JPEG image to the next question", footer=False),
     Action("f5", "retry_tools", "Retry", "Start the clinical data services again, or re-check them"),
-    Action("f6", "prescreen", "Prescreen", "Prescreen the open patient for clinical trials"),
+    Action("f6", "prescreen", "Trials", "Prescreen the open patient for clinical trials"),
     Action("ctrl+s", "export_session", "Export", "Save this conversation and its trace summary as a Markdown file",
            footer=False),
     Action("f12", "lock", "Lock", "Lock the terminal; your password unlocks it", app_level=True),

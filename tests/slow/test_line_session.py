@@ -42,3 +42,27 @@ def test_the_demo_notice_and_the_chart_reminder_in_the_line_session(tmp_path):
     first, second = out.split("Hypertension is persistently raised arterial pressure.")[1].split("John Smith has")
     assert "[demo model: answers are not clinical advice]" in first and "verify it against the chart" not in first
     assert "verify it against the chart" in second
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(600)
+def test_an_order_reaches_the_approval_prompt_on_the_real_model(tmp_path):
+    """Issue 22 on the shipped model, in the line session: pat-006 made current, the order typed
+    as a clinician types it; the prompt names that patient and the clinician's drug, dose and
+    frequency, with the penicillin anaphylaxis first among the findings. Answered no: nothing
+    is written, and the findings are printed again with the answer."""
+    env = {**os.environ, "APPLIANCE_HOME": str(tmp_path / "home"), "FASTMCP_CHECK_FOR_UPDATES": "off"}
+    subprocess.run([sys.executable, "-m", "tui.launcher", "init"], env=env, cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    lines = ["/patient pat-006", "Prescribe amoxicillin 500 mg three times daily", "n", "/quit"]
+    done = subprocess.run([sys.executable, "-m", "tui.launcher", "session"], input="\n".join(lines) + "\n",
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=560)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Emily Johnson, born 1985-05-09" in out and "Allergies: Penicillin" in out  # /patient confirms
+    proposal = out.split("The assistant proposes a change to the record: ", 1)[1]
+    assert proposal.startswith("Prescribe amoxicillin 500 mg three times daily")
+    assert "Patient: pat-006" in proposal
+    findings = proposal.split("Medication safety check for", 1)[1]
+    assert findings.split("\n")[1].startswith("- HIGH allergy: Penicillin allergy recorded")
+    assert "NOT WRITTEN" in proposal

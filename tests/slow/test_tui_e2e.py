@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from textual.widgets import OptionList
 
@@ -20,10 +18,6 @@ from tui.screens.patient_search import PatientSearchScreen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
-if importlib.util.find_spec("mcp_servers.ehr") is None or importlib.util.find_spec("ehr_db.setup") is None:
-    pytest.skip("the EHR MCP server is not in this tree yet", allow_module_level=True)
-
-
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
@@ -32,12 +26,10 @@ def anyio_backend():
 @pytest.fixture
 def home(appliance_home):
     from ehr_db.setup import ensure_database
+    from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
 
     ensure_database(locations.ehr_db_path())
-    if importlib.util.find_spec("mcp_servers.knowledge_store"):
-        from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
-
-        ensure_knowledge(locations.knowledge_db_path())
+    ensure_knowledge(locations.knowledge_db_path())
     return appliance_home
 
 
@@ -118,3 +110,27 @@ async def test_writes_reach_the_real_ehr_only_after_approve(home):
         assert model.pending() == {}
 
 
+
+
+@pytest.mark.heavy
+async def test_an_order_with_a_patient_open_reaches_the_approval_dialog_on_the_real_model(home):
+    """Issue 22 on the shipped model: pat-006 open, the order typed as a clinician types it; the
+    dialog opens in one turn with that patient and the clinician's drug, dose and frequency, and
+    leads with the penicillin anaphylaxis. Rejected: nothing is written."""
+    app = ClinicApp(Settings(n_threads=2), sessions_path=home / "sessions.sqlite", cursor_blink=False,
+                    health_interval=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.agent is not None or app.model_error, timeout=120, what="start-up")
+        assert app.agent is not None, app.model_error
+        app._set_patient("pat-006", "Emily Johnson")
+        await settle(pilot)
+        await ask(pilot, "Prescribe amoxicillin 500 mg three times daily")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=240, what="the approval dialog")
+        args = app.screen.original
+        assert (args["patient_id"], args["medication_name"], args["dosage"], args["frequency"]) == \
+            ("pat-006", "amoxicillin", "500 mg", "three times daily")
+        headline = str(app.screen.query_one("#approval-headline").render())
+        assert headline.startswith("HIGH allergy") and "Penicillin" in headline
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.turn is None, timeout=240, what="the end of the turn")
+        assert "amoxicillin" not in [m.lower() for m in chart_medications(app, "pat-006")]

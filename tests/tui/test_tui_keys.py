@@ -27,14 +27,21 @@ async def test_every_action_is_in_the_footer_within_80_columns(tmp_path):
         app._set_patient("abc-123")  # shows "close patient" too
         await settle(pilot)
         keys = footer_keys(app)
-        # cancel shows only during a turn, retry only while a clinical data service is down
-        idle = {a.action for a in ACTIONS if a.footer} - {"cancel_turn", "retry_tools"}
+        # cancel shows only during a turn, retry only while a clinical data service is down, lock
+        # only with a clinician signed in
+        idle = {a.action for a in ACTIONS if a.footer} - {"cancel_turn", "retry_tools", "lock"}
         assert {k.split(".")[-1] for k in keys} >= idle
         assert all(key.region.right <= 80 and key.region.width > 0 for key in keys.values())
         app.on_server_health(events.ServerHealth({"ehr": False}))  # now retry shows too
         await pilot.pause()
         keys = footer_keys(app)
         assert {k.split(".")[-1] for k in keys} >= idle | {"retry_tools"}
+        assert all(key.region.right <= 80 and key.region.width > 0 for key in keys.values())
+        app.clinician = "aokafor"  # signed in: F12 (lock) shows too, and everything still fits
+        app.refresh_bindings()
+        await settle(pilot)
+        keys = footer_keys(app)
+        assert {k.split(".")[-1] for k in keys} >= idle | {"retry_tools", "lock", "prescreen"}
         assert all(key.region.right <= 80 and key.region.width > 0 for key in keys.values())
 
 
