@@ -145,9 +145,18 @@ def image_section(findings: dict) -> str:
     return f"Image findings (automated analysis of the attached {modality}; {confidence} confidence):\n{items}"
 
 
+def found_text(state: AgentState, r) -> str:
+    """A successful result as the clinician reads it without the model: a chart in code's
+    words (the sections asked about, else all), anything else pre-formatted."""
+    if r.tool_name == "get_patient_chart" and isinstance(r.result, dict):
+        topics = chart_answers.chart_topics(state.user_query) or chart_answers.ORDER
+        return chart_answers.render(r.result, topics, state.user_query)
+    return r.formatted_result
+
+
 def fallback_answer(state: AgentState) -> str:
     parts = [image_section(state.image_findings)] if state.image_findings else []
-    parts += [r.formatted_result for r in state.tool_results if r.error_type is None]
+    parts += [found_text(state, r) for r in state.tool_results if r.error_type is None]
     parts += unavailable_messages(state)
     if not parts:
         return "I could not produce an answer to that question. Please rephrase it or try again."
@@ -245,14 +254,6 @@ def withheld_answer(state: AgentState, unsupported) -> str:
     """Code's answer in place of a withheld one: the line saying why, then the chart's sections
     the question asked about (rendered by code) or the pre-formatted findings."""
     head = WITHHELD.format(facts=", ".join(u.words() for u in unsupported[:4]))
-    charts = [r.result for r in state.tool_results
-              if r.tool_name == "get_patient_chart" and r.error_type is None and isinstance(r.result, dict)]
-    if charts:
-        topics = chart_answers.chart_topics(state.user_query) or chart_answers.ORDER
-        body = chart_answers.render(charts[-1], topics, state.user_query)
-        rest = [r.formatted_result for r in state.tool_results
-                if r.error_type is None and r.tool_name != "get_patient_chart"] + unavailable_messages(state)
-        return "\n\n".join([head, body, *rest])
     return f"{head}\n\n{fallback_answer(state)}"
 
 
