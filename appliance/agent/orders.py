@@ -6,7 +6,8 @@ Invariants:
 - ``code_patient`` is the one patient the clinician's words and the turn settle on: the ID they
   typed in this message (exactly one), else the single match of a search this turn, else the
   patient open in the terminal (current in the line session) when the message names no other
-  patient; otherwise None (code has no single answer and the model's pick is checked as before).
+  patient and holds no word shaped like a short ID ("pat-7"); otherwise None (code has no single
+  answer and the model's pick is checked as before).
   A patient ID the model wrote that is not among the turn's grounded IDs never replaces it.
 - ``prescription_from_words`` reads the prescribing clause of the message with the order parser
   (``appliance.medication.orders``) and returns ``prescribe_medication``'s arguments that code
@@ -31,13 +32,19 @@ from appliance.medication.orders import Order, parse_order
 _PRESCRIBING_VERB = re.compile(r"\b(?:re-?prescribe|prescribe|start|commence|initiate|put)\b", re.IGNORECASE)
 
 
+# A word shaped like a record ID but too short to be recognised as one in text ("pat-7"): the
+# clinician may have typed an ID, so the open patient is not code's answer (the model's pick is
+# checked against what was typed instead).
+_SHORT_ID_RE = re.compile(r"(?<![\w.\-])[A-Za-z]{2,10}-\d{1,2}(?:[.\-][A-Za-z0-9]+)*(?![\w])")
+
+
 def code_patient(state: AgentState) -> str | None:
     """The patient the turn settles on by code's rules (see the module docstring), or None."""
     typed = tuple(dict.fromkeys(state.extracted_entities.patient_ids))
     if len(typed) == 1:
         return typed[0]
-    if typed:
-        return None  # several typed: the clinician's words decide per call, not code
+    if typed or _SHORT_ID_RE.search(instruction_text(state.user_query)):
+        return None  # several typed, or maybe one code cannot read: the words decide per call
     for result in reversed(state.tool_results):
         found = result.result or {}
         if result.tool_name == "search_patient" and result.error_type is None and found.get("total_matches") == 1:

@@ -65,15 +65,14 @@ def test_real_search_then_chart(tools):
 
 
 def test_approved_write_reaches_the_real_record_and_a_rejected_one_does_not(tools):
-    args = {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}
     def meds():
         return tools.call("get_patient_chart", {"patient_id": "abc-123"}, 10).result["medications"]
 
     before = meds()
 
     def run(approver):
-        model = ScriptedModel({IC: [intent("prescribe_medication")], TS: [{"tool_name": "prescribe_medication"}, args],
-                               RC: [good()], SY: ["Done."]})
+        # the words give the whole order: code's call, the clinician's words as written ("500mg")
+        model = ScriptedModel({IC: [intent("prescribe_medication")], RC: [good()], SY: ["Done."]})
         return Agent(model, tools, Settings(), approver, drugs=None).run_turn("Prescribe metformin 500mg twice daily for abc-123")
 
     rejected = run(deny_all)
@@ -84,7 +83,7 @@ def test_approved_write_reaches_the_real_record_and_a_rejected_one_does_not(tool
     after = meds()
     assert len(after) == len(before) + 1
     new = [m for m in after if m not in before][0]
-    assert (new["medication_name"].lower(), new["dosage"], new["frequency"]) == ("metformin", "500 mg", "twice daily")
+    assert (new["medication_name"].lower(), new["dosage"], new["frequency"]) == ("metformin", "500mg", "twice daily")
 
 
 def test_unreachable_server_is_service_unavailable(home):

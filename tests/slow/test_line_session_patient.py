@@ -27,7 +27,7 @@ SCRIPT = {
                         intent("search_patient"), intent("get_patient_chart"), intent("get_patient_chart")],
     "TOOL_SELECT": [
         {"tool_name": "search_patient"}, {"name": "Maria Garcia"},
-        {"tool_name": "get_patient_chart"}, {"patient_id": "pat-001"},  # grounded by the current patient
+        # "Pull up her chart": the current patient's chart is code's call (appliance.agent.orders)
         {"tool_name": "add_allergy"}, {"patient_id": "pat-001", "substance": "penicillin", "reaction": "hives",
                                        "severity": None},
         {"tool_name": "search_patient"}, {"name": "James Wilson"},
@@ -36,7 +36,7 @@ SCRIPT = {
     ],
     "RESULT_CLASSIFY": [GOOD] * 5 + [{"quality": "error_fatal", "brief_summary": "No such patient."}],
     "SYNTHESIZE": ["Maria Garcia is in the record.", "Her chart shows hypertension.",
-                   "The penicillin allergy is recorded.", "He has hypertension."],
+                   "The penicillin allergy is recorded.", "He has gout."],
 }
 LINES = [
     "Search for patient Maria Garcia",
@@ -63,12 +63,14 @@ def test_the_current_patient_carries_reads_and_approved_writes(tmp_path: Path):
         "Approve this write? [y/N]", "The penicillin allergy is recorded.",
         "I found 3 patients matching 'James Wilson'. Which one did you mean?",
         "- James Wilson, born 1967-04-19, ID pat-003", "No current patient (was pat-001 (Maria Garcia)).",
-        "[no patient] > ", "He has hypertension.", "Current patient: pat-003 (James Wilson).",
+        "[no patient] > ", "He has gout.", "Current patient: pat-003 (James Wilson).",
         "[pat-003 (James Wilson)] > ",
         "pat-7 is not a patient ID I know: the record holds no such patient. Which patient did you mean?",
         "[pat-003 (James Wilson)] > ",  # unchanged by an ID the record does not hold
-        "Current patient: abc-123 (was pat-003 (James Wilson)).", "[abc-123] > ",
-        "No current patient (was abc-123).", "[no patient] > ",
+        # /patient confirms who it is from the chart: name, birth date, sex and allergies
+        "Current patient: abc-123 (John Smith) (was pat-003 (James Wilson)).", "John Smith, born 1958-03-14, male",
+        "Allergies: Sulfamethoxazole", "[abc-123 (John Smith)] > ",
+        "No current patient (was abc-123 (John Smith)).", "[no patient] > ",
     ]
     at = 0
     for step in steps:  # in this order
