@@ -39,7 +39,7 @@ from appliance.errors import (
 )
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.fit import Fitted, fit_messages
-from appliance.llm.grammar import output_schema
+from appliance.llm.grammar import max_output_chars, output_schema
 from appliance.llm.prompt import Message, Part, render_parts, tokenize_parts
 from models.profiles import ModelProfile, get_profile
 
@@ -187,11 +187,15 @@ class ServerModel:
         grammar = output_schema(schema).grammar  # SchemaNotSupported before anything is sent
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled(f"{node}: cancelled before it started")
-        text, stats = self._complete(node, messages, temperature, max_tokens, cancel, grammar=grammar)
+        # llama.cpp's grammar sampler cannot close a string early as the in-process decoder does,
+        # so the server may use the grammar's own bound: every token adds a character, and the
+        # grammar ends within max_output_chars. A rambling model costs tokens, never the answer.
+        budget = max(max_tokens, max_output_chars(schema) + 1)
+        text, stats = self._complete(node, messages, temperature, budget, cancel, grammar=grammar)
         self.last_text = text
         self.last_stats = stats
         if stats.finish_reason == "length":
-            raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={max_tokens}")
+            raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={budget}")
         return parse_constrained(text, schema)
 
     def generate_free(
