@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from appliance.tools.base import ToolOutcome
 from ehr_db.codes import rxnorm_for
+from mcp_servers.contracts import parse_tool_error
 
 
 def make_chart(age: int | None = 50, *, problems=(), meds=(), allergies=(), labs=(), sex: str = "female") -> dict:
@@ -72,3 +76,24 @@ def safety_of(generic: str, **fields) -> dict:
             "has_boxed_warning": bool(fields.get("boxed_warning")), "boxed_warning": fields.get("boxed_warning"),
             "contraindications": fields.get("contraindications", []), "major_warnings": fields.get("major_warnings", []),
             "clipped": False, "source": "test", "demo_content": True}
+
+
+class InMemoryToolBox:
+    """The agent's ToolBox shape over one real MCP server module (``mcp_servers.knowledge``,
+    ``mcp_servers.umls``), in memory."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
+        from fastmcp import Client
+
+        async def run():
+            async with Client(self.server.mcp) as client:
+                return await client.call_tool(tool, args, raise_on_error=False)
+
+        result = asyncio.run(run())
+        if result.is_error:
+            error_type, text = parse_tool_error(result.content[0].text)
+            return ToolOutcome(error_type=error_type, message=text)
+        return ToolOutcome(result=result.structured_content)

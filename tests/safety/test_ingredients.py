@@ -4,7 +4,6 @@ finding a pharmacist would give, on the real demo charts and the real knowledge 
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
@@ -13,11 +12,9 @@ from appliance.safety import check_prescription, headless_decision
 from appliance.safety.headless import OVERRIDE_HINT, HeadlessApprover
 from appliance.safety.ingredients import DrugResolver, default_resolver, ingredients_of
 from appliance.safety.knowledge import ToolBoxKnowledge, synonym_from
-from appliance.tools.base import ToolOutcome
 from mcp_servers import umls as umls_server
-from mcp_servers.contracts import parse_tool_error
 
-from tests.safety.safety_helpers import codes, make_chart
+from tests.safety.safety_helpers import InMemoryToolBox, codes, make_chart
 
 
 # -- the resolution ----------------------------------------------------------------------------
@@ -99,27 +96,10 @@ def test_synonyms_need_one_exact_drug_concept():
     assert synonym_from([drug, {**drug, "name": "Codeine"}]) is None  # two concepts: no guess
 
 
-class UmlsToolBox:
-    """The agent's ToolBox shape over the real UMLS MCP server, in memory."""
-
-    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
-        from fastmcp import Client
-
-        async def run():
-            async with Client(umls_server.mcp) as client:
-                return await client.call_tool(tool, args, raise_on_error=False)
-
-        result = asyncio.run(run())
-        if result.is_error:
-            error_type, text = parse_tool_error(result.content[0].text)
-            return ToolOutcome(error_type=error_type, message=text)
-        return ToolOutcome(result=result.structured_content)
-
-
 def test_the_tool_lookup_gives_the_same_synonyms_as_the_store(data_home, umls_knowledge):
     umls_server.configure(data_home / "umls.sqlite")
     try:
-        tools = ToolBoxKnowledge(UmlsToolBox(), deadline=10.0)
+        tools = ToolBoxKnowledge(InMemoryToolBox(umls_server), deadline=10.0)
         for name in ("MS Contin", "Glynase", "HTN", "zorbitravine"):
             assert tools.drug_synonym(name) == umls_knowledge.drug_synonym(name)
     finally:

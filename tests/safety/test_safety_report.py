@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -14,8 +13,7 @@ from appliance.safety.headless import HeadlessApprover
 from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, fit_audit, sort_findings
 from appliance.tools.base import ToolOutcome
 from mcp_servers import knowledge as knowledge_server
-from mcp_servers.contracts import parse_tool_error
-from tests.safety.safety_helpers import FakeKnowledge, make_chart, safety_of
+from tests.safety.safety_helpers import FakeKnowledge, InMemoryToolBox, make_chart, safety_of
 
 PENICILLIN_ANAPHYLAXIS = [("Penicillin", "Anaphylaxis", "severe")]
 
@@ -180,22 +178,6 @@ def test_a_missing_or_malformed_chart_is_never_clear(knowledge):
 
 
 # -- knowledge over the tools ----------------------------------------------------------------
-class ServerToolBox:
-    """The agent's ToolBox shape over the real knowledge MCP server, in memory."""
-
-    def call(self, tool: str, args: dict, deadline: float) -> ToolOutcome:
-        from fastmcp import Client
-
-        async def run():
-            async with Client(knowledge_server.mcp) as client:
-                return await client.call_tool(tool, args, raise_on_error=False)
-
-        result = asyncio.run(run())
-        if result.is_error:
-            error_type, text = parse_tool_error(result.content[0].text)
-            return ToolOutcome(error_type=error_type, message=text)
-        return ToolOutcome(result=result.structured_content)
-
     def drug_names(self) -> list[str]:
         return []
 
@@ -203,7 +185,7 @@ class ServerToolBox:
 @pytest.fixture
 def server_knowledge(data_home):
     knowledge_server.configure(data_home / "knowledge.sqlite")
-    yield ToolBoxKnowledge(ServerToolBox(), deadline=10.0)
+    yield ToolBoxKnowledge(InMemoryToolBox(knowledge_server), deadline=10.0)
     knowledge_server.configure(None)
 
 
@@ -245,8 +227,9 @@ def test_the_agent_gate_reads_the_chart_once_and_hands_it_on(data_home, chart_of
     the approval dialog shows the chart the checks ran on; the chart never changes the findings."""
     from appliance.safety.chart_gate import ChartSafetyGate
 
-    class ChartThenKnowledge(ServerToolBox):
+    class ChartThenKnowledge(InMemoryToolBox):
         def __init__(self):
+            super().__init__(knowledge_server)
             self.tools: list[str] = []
 
         def call(self, tool, args, deadline):
