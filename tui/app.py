@@ -260,8 +260,8 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self._finish_cancelled(turn)
             return
         result = message.result
-        # The safety check's findings lead the answer, whatever the model wrote (as in `ask`).
-        shown = "\n\n".join(["\n".join(safety_lines(entry)) for entry in result.safety] + [result.response])
+        shown = "\n\n".join(  # the safety check's findings lead the answer (as in `ask`)
+            ["\n".join(safety_lines(entry)) for entry in result.safety] + [result.response])
         turn.reply.finish(shown, result.kind, result.disclaimer)
         self.main.trace.finish_turn(turn.id, "complete")
         self._save(turn, shown, result.kind, "complete", [e.to_dict() for e in result.trace])
