@@ -13,8 +13,12 @@ Invariants:
 - Every call streams, so ``cancel`` (and ``on_token``) work as in process: a cancelled call
   closes its connection and llama-server stops that request.
 - Context fitting is the same rule (``fit.fit_messages``) with the server's token counts and
-  its per-request context. ``max_tokens`` is respected; output cut by it raises
-  ``GenerationTruncated``.
+  its per-request context. ``max_tokens`` is respected. A constrained output the limit would
+  cut is ended as in process: the first request keeps back the characters the longest ending
+  can take (``closing.closing_reserve``; at most half the budget), and a cut output is
+  continued by a second, short request whose grammar closes the open string and gives every
+  later free string its minimum (``closing.closing``); the model still makes every later
+  choice. A call costs at most max(max_tokens, max_tokens // 2 + reserve) tokens.
 - A host that cannot be reached raises ``ModelServerUnavailable`` (a ``GenerationError``, so
   the agent's error templates apply); a refused key raises ``ConfigError``. No prompt text is
   put in an error message or a log line.
@@ -30,6 +34,7 @@ import socket
 import ssl
 import threading
 import time
+from dataclasses import replace
 from functools import lru_cache
 from typing import Iterator, Sequence
 from urllib.parse import urlsplit
@@ -38,8 +43,9 @@ from appliance.errors import (
     ConfigError, ContextOverflow, GenerationCancelled, GenerationError, GenerationTruncated,
 )
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
+from appliance.llm.closing import closing, closing_reserve
 from appliance.llm.fit import Fitted, fit_messages
-from appliance.llm.grammar import max_output_chars, output_schema
+from appliance.llm.grammar import accepts, max_output_chars, output_schema
 from appliance.llm.prompt import Message, Part, render_parts, tokenize_parts
 from models.profiles import ModelProfile, get_profile
 
@@ -184,18 +190,31 @@ class ServerModel:
     ) -> T:
         """``decoder`` is accepted for the in-process runtime's signature; the server has one
         decoder, llama.cpp's grammar sampler over the same grammar."""
-        grammar = output_schema(schema).grammar  # SchemaNotSupported before anything is sent
+        derived = output_schema(schema)  # SchemaNotSupported before anything is sent
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled(f"{node}: cancelled before it started")
-        # llama.cpp's grammar sampler cannot close a string early as the in-process decoder does,
-        # so the server may use the grammar's own bound: every token adds a character, and the
-        # grammar ends within max_output_chars. A rambling model costs tokens, never the answer.
-        budget = max(max_tokens, max_output_chars(schema) + 1)
-        text, stats = self._complete(node, messages, temperature, budget, cancel, grammar=grammar)
+        # Every token adds a character: a grammar bounded within the budget ends by itself.
+        # Otherwise keep back what the longest ending takes (in characters, so generously), but
+        # never more than half the budget, and end a cut output in a second, bounded call.
+        first = max_tokens
+        if max_output_chars(schema) >= max_tokens:
+            first = max(max_tokens - closing_reserve(derived), max_tokens // 2, 1)
+        text, stats = self._complete(node, messages, temperature, first, cancel, grammar=derived.grammar)
+        if stats.finish_reason == "length" and not accepts(schema, text):
+            ending = closing(derived, text)
+            if ending is None:
+                raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={first}")
+            rest, more = self._complete(node, messages, temperature, ending.longest + 1, cancel,
+                                        grammar=ending.grammar, after=text)
+            if more.finish_reason == "length":
+                raise GenerationTruncated(f"{node}: {schema.__name__}'s ending hit its bound")
+            text += rest
+            stats = replace(stats, completion_tokens=stats.completion_tokens + more.completion_tokens,
+                            sampled_tokens=stats.sampled_tokens + more.sampled_tokens,
+                            seconds=stats.seconds + more.seconds, eval_seconds=stats.eval_seconds + more.eval_seconds,
+                            finish_reason="stop", closed_early=1)
         self.last_text = text
         self.last_stats = stats
-        if stats.finish_reason == "length":
-            raise GenerationTruncated(f"{node}: {schema.__name__} output hit max_tokens={budget}")
         return parse_constrained(text, schema)
 
     def generate_free(
@@ -208,12 +227,15 @@ class ServerModel:
 
     def _complete(self, node: str, messages: Sequence[Message], temperature: float, max_tokens: int,
                   cancel: threading.Event | None, *, grammar: str | None = None,
-                  on_token: TokenCallback | None = None) -> tuple[str, CallStats]:
+                  on_token: TokenCallback | None = None, after: str = "") -> tuple[str, CallStats]:
+        """One completion; ``after`` is output already generated, which the model continues."""
         started = time.perf_counter()
         pieces: list[str] = []
         with self._lock:
-            fitted = self._fit(messages, max_tokens)
-            body = {"prompt": self.prompt_tokens(render_parts(fitted.messages)), "n_predict": max_tokens,
+            continued = list(self._tokenize_uncached(after, False, False)) if after else []
+            fitted = self._fit(messages, max_tokens + len(continued))
+            prompt = self.prompt_tokens(render_parts(fitted.messages)) + continued
+            body = {"prompt": prompt, "n_predict": max_tokens,
                     "temperature": temperature, "top_k": 40 if temperature > 0 else 1,
                     "stop": list(self.profile.stop), "cache_prompt": True}
             if grammar is not None:

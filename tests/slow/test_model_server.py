@@ -61,6 +61,27 @@ def test_the_same_prompt_becomes_the_same_token_ids_on_the_server_as_in_process(
     assert server.profile_name == "gemma3-270m" and server.profile.notice  # the host's profile: a demo model
 
 
+def test_a_constrained_output_the_budget_cuts_is_ended_not_refused(keyed):
+    """A rambling model on the host: the summary is cut by the token limit, and a second, short
+    request with the ending's grammar closes it (appliance.llm.closing), as in process."""
+    from appliance.agent.schemas import ResultAssessment
+    from appliance.llm.grammar import accepts
+
+    url, token = keyed
+    server = ServerModel(url, key=terminal_key(token))
+    messages = [Message("system", "Summarise at great length. Answer with JSON only."),
+                Message("user", "Describe every finding of a long chart in detail.")]
+    for budget in (24, 32):
+        out = server.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
+                                          max_tokens=budget)
+        assert accepts(ResultAssessment, server.last_text) and out.brief_summary
+        assert server.last_stats.closed_early == 1 and server.last_stats.finish_reason == "stop"
+    # an intent, whose later choices (the suggested tool) stay the model's after the cut
+    out = server.generate_constrained("INTENT_CLASSIFY", messages, IntentClassification, temperature=0.0,
+                                      max_tokens=30)
+    assert accepts(IntentClassification, server.last_text) and out.task_summary
+
+
 def test_a_request_without_the_terminals_key_is_refused(keyed):
     url, token = keyed
     with pytest.raises(ConfigError, match="refused this terminal's token"):

@@ -183,29 +183,27 @@ def test_a_constrained_call_is_cancelled_at_its_next_token_and_the_model_stays_u
 
 
 def test_a_budget_below_the_longest_output_still_gives_a_valid_object(model):
-    """In process, the fast decoder closes strings to fit the budget, so there is always an
-    object; llama.cpp's grammar sampler (the server's) cannot, and says so: never half an object."""
+    """In process, the fast decoder closes strings to fit the budget. On the server, the first
+    request keeps back what the longest ending takes (at most half the budget) and a cut output
+    is ended by a second, short request (appliance.llm.closing): always an object, never half."""
     from appliance.agent.schemas import ResultAssessment
-    from appliance.errors import GenerationTruncated
-    from appliance.llm.grammar import accepts
+    from appliance.llm.closing import closing_reserve
+    from appliance.llm.grammar import accepts, output_schema
     from appliance.llm.prompt import Message
 
     messages = [Message("system", "Summarise at great length. Answer with JSON only."),
                 Message("user", "Describe every finding of a long chart in detail.")]
-    outcomes = []
-    for budget in (24, 40, 64):
-        try:
-            out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
-                                             max_tokens=budget)
-        except GenerationTruncated:
-            assert not isinstance(model, LlamaModel), "the fast decoder must fit the budget"
-            outcomes.append("truncated")
-            continue
-        assert accepts(ResultAssessment, model.last_text)
-        assert model.last_stats.completion_tokens <= budget and out.brief_summary
-        outcomes.append("object")
-    if isinstance(model, LlamaModel):
-        assert outcomes == ["object"] * 3
+    reserve = closing_reserve(output_schema(ResultAssessment))
+    closed = []
+    for budget in (24, 40, 64, 96):
+        out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
+                                         max_tokens=budget)
+        assert accepts(ResultAssessment, model.last_text) and out.brief_summary
+        cost = budget if isinstance(model, LlamaModel) else max(budget, budget // 2 + reserve)
+        assert model.last_stats.completion_tokens <= cost, (budget, model.last_stats)
+        closed.append(model.last_stats.closed_early)
+    if not isinstance(model, LlamaModel):
+        assert closed[0] == 1, "24 tokens cut the summary: the server ended it"
 
 
 class FreeDict(BaseModel):
