@@ -65,8 +65,18 @@ class ClinicianHandling:
     def _show_sign_in(self, note: str | None = None, locked: Account | None = None) -> None:
         """The sign-in screen over everything; ``locked``: the lock screen of that clinician."""
         self.locked = True
-        self.push_screen(SignInScreen(self.accounts.verify, locked=locked, cursor_blink=self.cursor_blink, note=note),
-                         callback=self._signed_in)
+        screen = SignInScreen(self.accounts.verify, locked=locked, cursor_blink=self.cursor_blink, note=note,
+                              max_failures=self.accounts.max_failures,
+                              lockout_minutes=self.accounts.lockout.total_seconds() / 60,
+                              tries_left=self._tries_left)
+        self.push_screen(screen, callback=self._signed_in)
+
+    def _tries_left(self, name: str) -> int | None:
+        """Wrong passwords the account may still take before it locks (None: already locked)."""
+        account = self.accounts.get(name)
+        if account is None or account.locked_until:
+            return None
+        return max(0, self.accounts.max_failures - account.failed_attempts)
 
     def action_lock(self) -> None:
         if self.clinician is None or self.locked:

@@ -34,6 +34,17 @@ class ModelLoadFailed(Message):
         self.message = message
 
 
+class ToolsStarted(Message):
+    """The tool box's servers are up (or not): the chart and patient search may use it now,
+    before the drug dictionary the agent needs has been read."""
+
+    def __init__(self, tools: Any, health: dict[str, bool | None], generation: int = 0) -> None:
+        super().__init__()
+        self.tools = tools
+        self.health = health
+        self.generation = generation
+
+
 class ToolsReady(Message):
     def __init__(self, tools: Any, drug_names: list[str], generation: int = 0) -> None:
         super().__init__()

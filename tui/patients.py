@@ -44,7 +44,13 @@ class PatientHandling:
             self.notice("Patient closed.")
 
     def _set_patient(self, patient_id: str | None, name: str | None = None, persist: bool = True) -> None:
-        if patient_id is not None and persist and self.history and self.context_patients - {patient_id}:
+        switching = patient_id is not None and persist and self.history and self.context_patients - {patient_id}
+        if switching and self.turn is not None:
+            # A new conversation would take the running (or waiting) question off the screen.
+            self.notice(f"{name or patient_id} was not opened: an answer is still being written. Wait for it, "
+                        "or press Escape to cancel it, then open the patient again.", "warning")
+            return
+        if switching:
             # The conversation is about another patient: its facts must not become this
             # patient's context. It stays saved, and resumable under its own patients.
             self._clear_context()

@@ -116,6 +116,15 @@ class ServiceHandling:
             log.exception("tool start-up failed")
             self.post_message(events.ToolsFailed(f"they did not start ({type(exc).__name__})", generation))
             return
+        start = getattr(tools, "start", None)  # every server at once (MCPToolBox); scripted boxes have none
+        try:
+            health = abandonable(self._quitting, start) if start else dict.fromkeys(SERVERS)
+        except Closing:
+            threading.Thread(target=close_quietly, args=(tools,), name="clinic-close", daemon=True).start()
+            return
+        if not self.post_message(events.ToolsStarted(tools, health, generation)):
+            close_quietly(tools)
+            return
         try:
             names = abandonable(self._quitting, tools.drug_names)
             library_lexicon()  # read the bundled drug dictionary here, not on the UI thread (about 0.6 s)
@@ -130,18 +139,31 @@ class ServiceHandling:
         if not self.post_message(events.ToolsReady(tools, names, generation)):  # the app is already closing
             close_quietly(tools)
             return
-        try:
-            self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
-        except Closing:
-            return
+        if start is None:  # health not known from the start: ask each server
+            try:
+                self.post_message(events.ServerHealth(abandonable(self._quitting, ping_all, tools)))
+            except Closing:
+                return
+
+    def on_tools_started(self, message: events.ToolsStarted) -> None:
+        """The servers are up: the status line says so and the open patient's chart loads now,
+        while the drug dictionary is still being read."""
+        if message.generation != self._tools_generation:
+            return  # its ToolsReady closes it
+        self.tools = message.tools
+        if any(ok is not None for ok in message.health.values()):
+            self.on_server_health(events.ServerHealth(message.health))
+        if self.patient_id and self.chart is None:
+            self._load_chart(self.patient_id)
 
     def on_tools_ready(self, message: events.ToolsReady) -> None:
         if message.generation != self._tools_generation:  # started for a clinician who signed out
             threading.Thread(target=close_quietly, args=(message.tools,), name="clinic-close", daemon=True).start()
             return
+        started = self.tools is message.tools  # its chart read began at ToolsStarted
         self.tools, self.drug_names, self.tools_error = message.tools, message.drug_names, None
         self.refresh_bindings()  # the health check that follows announces a recovery
-        if self.patient_id:
+        if self.patient_id and not started:
             self._load_chart(self.patient_id)
         self._maybe_ready()
 
@@ -149,6 +171,7 @@ class ServiceHandling:
         if message.generation != self._tools_generation:
             return
         self.tools_error = message.message
+        self.tools = None  # a box that started but failed its dictionary read is closed
         self._down = frozenset(SERVERS)
         self.main.status.set_health({s: False for s in SERVERS})
         self.refresh_bindings()

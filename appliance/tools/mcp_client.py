@@ -102,7 +102,6 @@ class MCPToolBox:
         self._pids: dict[str, int] = {}  # stdio servers' processes, found by their start token
         self._stale: dict[str, int] = {}  # a server given up on that would not die: no new start
         self._lock = threading.Lock()
-        self._token: str | None = None
         self.local_tools: dict[str, Any] = {"analyze_medical_image": self._image_unavailable}
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -129,13 +128,14 @@ class MCPToolBox:
         )
         return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
 
+    @staticmethod
+    def _start_env() -> dict[str, str]:
+        """A fresh token for a server start, so its process can be found (``processes``); it
+        travels in the transport's environment, so servers started at once are told apart."""
+        return {processes.TOKEN_ENV: uuid.uuid4().hex}
+
     def _trust(self) -> ssl.SSLContext | None:
         return clinic_trust(self._env)
-
-    def _start_env(self) -> dict[str, str]:
-        """A fresh token for the next server start, so its process can be found (``processes``)."""
-        self._token = uuid.uuid4().hex
-        return {processes.TOKEN_ENV: self._token}
 
     async def _connected(self, server: str):
         client = self._clients.get(server)
@@ -149,13 +149,14 @@ class MCPToolBox:
             if stale is not None and processes.alive(stale):
                 raise ToolClientError(f"the previous {server} server (pid {stale}) has not stopped")
             self._stale.pop(server, None)
-            self._token = None
             client = self._make_client(server)
+            env = getattr(getattr(client, "transport", None), "env", None) or {}
+            token = env.get(processes.TOKEN_ENV)
             try:
                 await client.__aenter__()
             finally:  # registered even when the handshake fails, so a started process is stopped
                 self._clients[server] = client
-                found = processes.find_child(self._token) if self._token else None
+                found = processes.find_child(token) if token else None
                 if found is not None:
                     self._pids[server] = found
         return client
@@ -286,6 +287,23 @@ class MCPToolBox:
             except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
                 self._give_up(server, f"{type(exc).__name__} on a health check")
                 return False
+
+    def start(self, timeout: float = INIT_TIMEOUT) -> dict[str, bool]:
+        """Start (or reach) every server at once: start-up costs the slowest server, not the sum
+        of all three. Returns which answered; one that did not is stopped, as a failed call's is."""
+        async def _start():
+            started = await asyncio.gather(*(self._connected(s) for s in SERVERS), return_exceptions=True)
+            return {s: not isinstance(r, BaseException) for s, r in zip(SERVERS, started)}
+
+        with self._lock:
+            try:
+                health = self._run(_start(), timeout + 5)
+            except Exception:  # noqa: BLE001 - reported per server below
+                health = dict.fromkeys(SERVERS, False)
+            for server, ok in health.items():
+                if not ok:
+                    self._give_up(server, "it did not start")
+        return health
 
     def drug_names(self) -> list[str]:
         """The drug dictionary for INPUT_ASSEMBLY, from every server that offers one."""

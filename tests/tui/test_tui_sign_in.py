@@ -122,9 +122,10 @@ async def test_sign_in_covers_the_terminal_until_the_password_is_right(tmp_path,
 async def test_the_lock_out_holds_even_for_the_right_password(tmp_path, store):
     app = clinic(tmp_path, store)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(2):
+        for _ in range(2):  # each refusal warns of the lock before it comes
             await sign_in(pilot, password="wrong password")
-            await refused(pilot, "Unknown clinician or wrong password.")
+            await refused(pilot, "Unknown clinician or wrong password. After 3 wrong passwords in a row an "
+                                 "account locks for 15 minutes.")
         await sign_in(pilot, password="wrong password")
         await refused(pilot, "locked after 3 wrong passwords; try again in 15 minutes")
         await sign_in(pilot)
@@ -177,7 +178,10 @@ async def test_idle_lock_needs_the_same_clinicians_password(tmp_path, store):
         await pilot.press("ctrl+n")  # the main screen's keys do nothing while locked
         app.notice("Opened John Smith")  # nothing shows over the lock (recorded only)
         await type_password(pilot, "another password")  # bsmith's: not this clinician's
-        await refused(pilot, "Unknown clinician or wrong password.")
+        # the name is fixed here: no "unknown clinician", and the tries left before the lock
+        await refused(pilot, "Wrong password: 2 tries left before the account locks for 15 minutes.")
+        await type_password(pilot, "another password")
+        await refused(pilot, "Wrong password: 1 try left before the account locks for 15 minutes.")
         app.settings = app.settings.model_copy(update={"idle_lock_minutes": 60.0})
         await type_password(pilot, PASSWORD)
         await wait_until(pilot, lambda: app.screen is app.main, what="the unlock")

@@ -33,6 +33,9 @@ def trace_used_patient_data(trace: list[dict] | None) -> bool:
     return used_patient_data(calls)
 
 
+TRACE_FOLDS_BELOW = 26  # terminal rows: from 26 the full trace leaves ten lines of conversation
+
+
 class MainScreen(Screen):
     BINDINGS = bindings()
     AUTO_FOCUS = "QuestionInput"
@@ -65,6 +68,11 @@ class MainScreen(Screen):
             yield self.patient
         yield self.trace
         yield Footer(compact=True, show_command_palette=False)  # Ctrl+P is in help: 80 columns
+
+    def on_resize(self, event: events.Resize) -> None:
+        """On a short terminal the trace folds to its latest lines first, so the conversation
+        keeps at least ten lines at 80x24 (Ctrl+T still hides it, Tab into it still scrolls)."""
+        self.trace.set_class(event.size.height < TRACE_FOLDS_BELOW, "folded")
 
     def on_key(self, event: events.Key) -> None:
         """Text typed while another part of the screen has focus (the trace, the chart, the
