@@ -113,10 +113,12 @@ def cmd_selftest(args) -> int:
 
 
 def cmd_session(args) -> int:
-    from appliance.repl import interactive_session
+    from appliance.line_session.loop import interactive_session
 
     script = agent_script(args.script) if getattr(args, "script", None) else None
-    return interactive_session(settings_from(args), patient_id=getattr(args, "patient", None), script=script)
+    resume = getattr(args, "session", None) or ("latest" if getattr(args, "resume", False) else None)
+    return interactive_session(settings_from(args), patient_id=getattr(args, "patient", None), script=script,
+                               resume=resume)
 
 
 def cmd_bench(args) -> int:
@@ -236,6 +238,8 @@ def parser() -> argparse.ArgumentParser:
     session.add_argument("--model", help="model profile")
     session.add_argument("--patient", help="start with this patient open")
     session.add_argument("--script", help="JSON file of scripted node outputs (as for ask --script)")
+    session.add_argument("--resume", action="store_true", help="reopen the most recent session (here or the terminal's)")
+    session.add_argument("--session", help="reopen this session ID")
     session.set_defaults(func=cmd_session)
 
     tui = sub.add_parser("tui", help="the clinic terminal (full-screen)")

@@ -18,7 +18,7 @@ import os
 import sys
 from typing import TextIO
 
-from appliance.accounts import Account, AccountError, AccountStore, SignInRefused, check_password
+from appliance.accounts import WRONG, Account, AccountError, AccountLocked, AccountStore, SignInRefused, check_password
 from appliance.config import Settings
 
 SIGN_IN_ATTEMPTS = 3  # prompts per line-session start on a terminal (the lock-out still counts each)
@@ -89,6 +89,61 @@ def headless_clinician(settings: Settings, name: str | None, store: AccountStore
         raise ClinicianRequired(f"no write without a signed-in clinician: {exc}") from None
 
 
+def refusal_words(locked: bool, max_failures: int, lockout_minutes: float, left: int | None) -> str:
+    """What a wrong password says: the policy at sign-in (saying more would tell which names
+    exist), the tries left before the lock where the name is fixed (a locked terminal)."""
+    minutes = f"{lockout_minutes:g} minute{'s' if lockout_minutes != 1 else ''}"
+    policy = f"After {max_failures} wrong passwords in a row an account locks for {minutes}."
+    if not locked:
+        return f"{WRONG} {policy}"
+    if left is None:
+        return f"Wrong password. {policy}"
+    return (f"Wrong password: {left} {'try' if left == 1 else 'tries'} left before the account locks "
+            f"for {minutes}.")
+
+
+def tries_left(store: AccountStore, name: str) -> int | None:
+    """Wrong passwords the account may still take before it locks (None: unknown or locked)."""
+    account = store.get(name)
+    if account is None or account.locked_until:
+        return None
+    return max(0, store.max_failures - account.failed_attempts)
+
+
+def said(store: AccountStore, exc: AccountError, locked_name: str | None = None) -> str:
+    """The line a refusal shows: a wrong password warns of the lock; anything else is the store's."""
+    if not isinstance(exc, SignInRefused) or isinstance(exc, AccountLocked) or str(exc) != WRONG:
+        return str(exc)
+    left = None
+    if locked_name is not None:
+        try:
+            left = tries_left(store, locked_name)
+        except AccountError:
+            left = None
+    return refusal_words(locked_name is not None, store.max_failures, store.lockout.total_seconds() / 60, left)
+
+
+def line_unlock(store: AccountStore, account: Account, stdin: TextIO | None = None) -> bool:
+    """The line session's lock: only ``account``'s password continues it. False when no one
+    unlocked (end of input, the account locked, or a script's one wrong line): sign out."""
+    stdin = stdin if stdin is not None else sys.stdin
+    while True:
+        try:
+            store.verify(account.name, read_password(f"Locked. Password for {account.name} "
+                                                     "(Ctrl+D signs out): ", stdin))
+            return True
+        except AccountLocked as exc:
+            print(str(exc), flush=True)
+            return False
+        except AccountError as exc:
+            if "no password was given" in str(exc):
+                return False
+            print(said(store, exc, account.name), flush=True)
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return False
+
+
 def line_sign_in(store: AccountStore, stdin: TextIO | None = None, attempts: int = SIGN_IN_ATTEMPTS) -> Account:
     """Ask for the clinician's name and password (the line session's start). On a terminal up to
     ``attempts`` tries; from a script one. Raises ``SignInRefused`` when no one signed in."""
@@ -113,6 +168,6 @@ def line_sign_in(store: AccountStore, stdin: TextIO | None = None, attempts: int
         try:
             return store.verify(name, read_password("Password: ", stdin))
         except AccountError as exc:  # a wrong password, a disabled or locked account, a password not text
-            problem = str(exc)
+            problem = said(store, exc)
             print(problem, flush=True)
     raise SignInRefused(f"the session needs a signed-in clinician: {problem}")

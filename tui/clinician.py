@@ -21,6 +21,7 @@ from textual.events import InputEvent, MouseMove
 from textual.screen import Screen
 
 from appliance.accounts import Account, AccountStore
+from appliance.sign_in import said
 from common.operator import operator_name
 from tui.screens.sign_in import SignInScreen
 
@@ -66,17 +67,8 @@ class ClinicianHandling:
         """The sign-in screen over everything; ``locked``: the lock screen of that clinician."""
         self.locked = True
         screen = SignInScreen(self.accounts.verify, locked=locked, cursor_blink=self.cursor_blink, note=note,
-                              max_failures=self.accounts.max_failures,
-                              lockout_minutes=self.accounts.lockout.total_seconds() / 60,
-                              tries_left=self._tries_left)
+                              explain=lambda exc: said(self.accounts, exc, locked.name if locked else None))
         self.push_screen(screen, callback=self._signed_in)
-
-    def _tries_left(self, name: str) -> int | None:
-        """Wrong passwords the account may still take before it locks (None: already locked)."""
-        account = self.accounts.get(name)
-        if account is None or account.locked_until:
-            return None
-        return max(0, self.accounts.max_failures - account.failed_attempts)
 
     def action_lock(self) -> None:
         if self.clinician is None or self.locked:

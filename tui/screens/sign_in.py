@@ -27,20 +27,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Static
 
-from appliance.accounts import WRONG, Account, AccountLocked, SignInRefused
+from appliance.accounts import Account
 from common.errors import ApplianceError
 
-
-def refusal_words(locked: bool, max_failures: int, lockout_minutes: float, left: int | None) -> str:
-    """What a wrong password says: the policy on the sign-in screen, the tries left on the lock screen."""
-    minutes = f"{lockout_minutes:g} minute{'s' if lockout_minutes != 1 else ''}"
-    policy = f"After {max_failures} wrong passwords in a row an account locks for {minutes}."
-    if not locked:
-        return f"{WRONG} {policy}"
-    if left is None:
-        return f"Wrong password. {policy}"
-    return (f"Wrong password: {left} {'try' if left == 1 else 'tries'} left before the account locks "
-            f"for {minutes}.")
 
 
 class SignInScreen(Screen[Account]):
@@ -62,12 +51,11 @@ class SignInScreen(Screen[Account]):
             self.account = account
 
     def __init__(self, verify: Callable[[str, str], Account], locked: Account | None = None,
-                 cursor_blink: bool = True, note: str | None = None, *, max_failures: int = 5,
-                 lockout_minutes: float = 15.0, tries_left: Callable[[str], int | None] | None = None) -> None:
+                 cursor_blink: bool = True, note: str | None = None,
+                 explain: Callable[[ApplianceError], str] = str) -> None:
         super().__init__()
         self._verify = verify  # runs in the worker; raises SignInRefused (or another ApplianceError)
-        self._policy = (max_failures, lockout_minutes)
-        self._tries_left = tries_left  # runs in the worker after a wrong password on the lock screen
+        self._explain = explain  # a refusal in the clinician's words (runs in the worker: may read the store)
         self.locked = locked  # whose session is locked; None: anyone may sign in
         self._cursor_blink = cursor_blink
         self._note = note
@@ -153,19 +141,8 @@ class SignInScreen(Screen[Account]):
     def _check(self, name: str, password: str) -> None:
         try:
             account = self._verify(name, password)
-        except SignInRefused as exc:
-            if isinstance(exc, AccountLocked) or str(exc) != WRONG:  # locked or disabled: the store's words
-                self.post_message(self.Checked(None, str(exc)))
-                return
-            left = None
-            if self.locked is not None and self._tries_left is not None:
-                try:
-                    left = self._tries_left(name)
-                except ApplianceError:
-                    left = None
-            self.post_message(self.Checked(None, refusal_words(self.locked is not None, *self._policy, left)))
-        except ApplianceError as exc:  # the accounts file failed
-            self.post_message(self.Checked(None, str(exc)))
+        except ApplianceError as exc:  # refused, locked, disabled, or the accounts file failed
+            self.post_message(self.Checked(None, self._explain(exc)))
         except Exception as exc:  # noqa: BLE001 - a third-party failure is a message, never a crash
             self.post_message(self.Checked(None, f"Signing in failed ({type(exc).__name__})."))
         else:
