@@ -77,10 +77,6 @@ def cmd_extract(args) -> int:
     name = Path(args.protocol).name
     pages, chars = check_size(name, documents, args.max_pages, args.max_chars)
     config = _config(args)
-    if args.ground:
-        from appliance.extraction.grounding import check_grounding_available
-
-        check_grounding_available()
     model = _model(args)
     per_criterion = "one or two" if config.split and config.details else "one" if config.split or config.details \
         else "no"

@@ -12,6 +12,8 @@ Invariants:
   no third-party exception escapes. The EHR importer also stops before writing when the
   file would change what clinicians rely on, unless ``accept_changes`` (``ehr_db.fhir_import``);
   ``ImportFailed.cause`` keeps the importer's own error (its list of differences).
+- stdout carries only the result (the summary the caller prints); the progress line goes to
+  stderr, and only when stderr is a terminal (``cli_support.ProgressBar``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from common import locations
+from appliance.cli_support import ProgressBar
 from appliance.errors import ApplianceError
+from common import locations
 
 # (area, kind) -> (module, function, database path, ensure module)
 IMPORTERS = {
@@ -41,12 +44,14 @@ class ImportFailed(ApplianceError):
 
 
 class _ByteBar:
-    """A text progress bar for imports of millions of rows: bytes read, then the stage under way
-    (index builds after reading can take minutes, so 100% alone would look finished)."""
+    """The progress of an import of millions of rows on the shared progress line: bytes read,
+    then the stage under way (index builds after reading can take minutes, so 100% alone would
+    look finished)."""
 
     def __init__(self) -> None:
         self.done = self.total = 0
         self.stage = "reading"
+        self.line = ProgressBar()
 
     def bytes(self, done: int, total: int) -> None:
         self.done, self.total = done, total
@@ -61,21 +66,18 @@ class _ByteBar:
         filled = int(fraction * 40)
         line = (f"[{'#' * filled}{'.' * (40 - filled)}] {fraction:6.1%} of {self.total / 2**20:.1f} MiB"
                 f" - {self.stage}")
-        print(f"\r{line[:100]:100}", end="", flush=True)
+        self.line.note(line[:100])
+
+    def close(self) -> None:
+        self.line.close()
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from ehr_db.errors import EhrError
     from mcp_servers.knowledge_store import KnowledgeError
+    from mcp_servers.umls_import import UmlsImportError
 
-    errors: list[type[BaseException]] = [ValueError, OSError, EhrError, KnowledgeError, RecursionError]
-    try:
-        from mcp_servers.umls_import import UmlsImportError
-
-        errors.append(UmlsImportError)
-    except ImportError:
-        pass
-    return tuple(errors)
+    return ValueError, OSError, EhrError, KnowledgeError, UmlsImportError, RecursionError
 
 
 def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accept_changes: bool = False) -> str:
@@ -93,22 +95,19 @@ def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accep
     db_path.parent.mkdir(parents=True, exist_ok=True)
     importlib.import_module(setup).ensure_database(db_path)
     importer = getattr(importlib.import_module(module), func)
+    bar = _ByteBar()
     try:
         if area == "ehr":
             report = importer(db_path, path, accept_changes=accept_changes)
         elif area == "umls":
-            bar = _ByteBar()
             report = importer(db_path, path, byte_progress=bar.bytes, stage=bar.step, replace=replace)
         else:  # knowledge: the bar follows the bytes read (a bulk ClinicalTrials.gov zip is ~500k files)
-            bar = _ByteBar()
             report = importer(path, db_path=db_path, byte_progress=bar.bytes, stage=bar.step, replace=replace)
     except _expected_errors() as exc:  # the importers' own errors for unreadable input
-        if area != "ehr":
-            print()  # ends the progress bar's line
         if isinstance(exc, RecursionError):
             raise ImportFailed(f"{area} import of {path} failed: the input is nested too deeply to read; nothing "
                                "was imported") from None
         raise ImportFailed(f"{area} import of {path} failed: {exc}", exc) from None
-    if area != "ehr":
-        print()
+    finally:
+        bar.close()  # ends the progress line, when one was drawn
     return report.summary()

@@ -71,11 +71,7 @@ class StoredMessage:
 
 STORE = "sessions"  # the migration set's name
 MIGRATIONS: list[Migration] = []
-
-
-def migration(fn: Migration) -> Migration:
-    MIGRATIONS.append(fn)
-    return fn
+migration = sqlite.migration_collector(MIGRATIONS)
 
 
 @migration

@@ -173,6 +173,16 @@ def _migration_set(store: str, migrations: Sequence[Migration]) -> Migrations:
     return steps
 
 
+def migration_collector(migrations: list[Migration]) -> Callable[[Migration], Migration]:
+    """A ``@migration`` decorator for a store's module: it appends each function it decorates to
+    ``migrations``, in the order the module defines them (the order ``migrate`` applies them)."""
+    def migration(fn: Migration) -> Migration:
+        migrations.append(fn)
+        return fn
+
+    return migration
+
+
 def migrate(db: Database, store: str, migrations: Sequence[Migration]) -> list[str]:
     """Apply the pending ``migrations`` of ``store`` in order; return the names applied."""
     steps = _migration_set(store, migrations)

@@ -77,7 +77,7 @@ class Skipped:
 
 
 @dataclass
-class ImportReport:
+class FhirImportReport:
     """What one import did: row counts per table and every skipped entry with its reason."""
 
     source: str
@@ -236,11 +236,11 @@ def _upsert(db: Database, table: str, row: dict, run: _Run) -> str:
 
 
 def import_fhir_bundle(db_path: Path | str, bundle_path: Path | str, *, actor: str = "fhir-import",
-                       accept_changes: bool = False) -> ImportReport:
+                       accept_changes: bool = False) -> FhirImportReport:
     """Import one FHIR Bundle file into the EHR at ``db_path`` (migrated first); see the module
     docstring for what stops it (``BundleError``, ``ImportNeedsAcceptance``)."""
     bundle = read_bundle(Path(bundle_path))
-    report = ImportReport(source=Path(bundle_path).name)
+    report = FhirImportReport(source=Path(bundle_path).name)
     with opened(db_path) as db:
         migrate(db)
         with write_transaction(db):
@@ -260,7 +260,7 @@ def import_fhir_bundle(db_path: Path | str, bundle_path: Path | str, *, actor: s
     return report
 
 
-def _import(db: Database, bundle: dict, report: ImportReport, run: _Run) -> None:
+def _import(db: Database, bundle: dict, report: FhirImportReport, run: _Run) -> None:
     index = _Index(db)
     pending: dict[str, list[dict]] = {t: [] for t in TABLES}
     for entry in bundle.get("entry", []):

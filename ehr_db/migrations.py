@@ -27,6 +27,7 @@ from ehr_db import audit, custody
 
 STORE = "ehr"  # the migration set's name
 MIGRATIONS: list[Migration] = []
+migration = sqlite.migration_collector(MIGRATIONS)
 
 NOTE_TYPES = ("progress", "consult", "procedure", "discharge", "telephone", "other")
 SEVERITIES = ("mild", "moderate", "severe")
@@ -38,11 +39,6 @@ CLINICAL_TABLES = (
     "observations",
     "document_references",
 )
-
-
-def migration(fn: Migration) -> Migration:
-    MIGRATIONS.append(fn)
-    return fn
 
 
 def _in_list(values: tuple[str, ...]) -> str:

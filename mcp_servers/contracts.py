@@ -24,6 +24,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from common.patient_ids import MAX_PATIENT_ID_LENGTH
 
+# MCP annotations of a lookup that reads a rebuilt store and nothing else (the UMLS and
+# knowledge servers' tools): same answer for the same call, no side effect, nothing outside.
+READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+
 # Bounded strings keep a weak model from running away inside a JSON string.
 Name = Annotated[str, Field(min_length=1, max_length=60)]
 ShortText = Annotated[str, Field(min_length=1, max_length=120)]

@@ -31,6 +31,7 @@ from pydantic import Field
 from mcp_servers import knowledge_queries as queries
 from mcp_servers import knowledge_trials as trials
 from mcp_servers.contracts import (
+    READ_ONLY,
     Name,
     NctId,
     PageSize,
@@ -61,7 +62,6 @@ mcp = FastMCP(
     middleware=[ArgumentErrors()],
 )
 
-READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 
 _db = LazyDatabase(ensure_database)
 

@@ -6,7 +6,8 @@ a 30,000-article baseline file never sits in memory as a tree.
 
 Each yielded item is ``(action, article, detail)``:
 ``("article", {...}, None)``, ``("delete", None, pmid)`` for ``DeleteCitation`` entries of
-update files, or ``("skip", None, reason)``.
+update files, or ``("skip", None, reason)``. ``handle_pubmed`` writes one such item to the store
+(a deletion removes only an article imported here, never a starter one).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from typing import IO, Iterator
+
+from mcp_servers.knowledge_records import KnowledgeImportReport
+from mcp_servers.knowledge_writes import upsert_article
 
 _TOP_LEVEL = {"PubmedArticle", "PubmedBookArticle", "DeleteCitation"}
 
@@ -92,3 +96,20 @@ def iter_pubmed_records(stream: IO[bytes]) -> Iterator[tuple[str, dict | None, s
             yield "skip", None, "book record (PubmedBookArticle) not supported"
         if root is not None and root is not element:
             root.clear()
+
+
+def handle_pubmed(db, item: tuple[str, dict | None, str | None], report: KnowledgeImportReport) -> None:
+    action, article, detail = item
+    if action == "skip":
+        report.skipped[detail] += 1
+    elif action == "delete":
+        row = db.execute("SELECT origin FROM articles WHERE pmid = ?", [detail]).fetchone()
+        if row and row[0] == "import":
+            db.execute("DELETE FROM articles WHERE pmid = ?", [detail])
+            report.count("deleted")
+        else:
+            report.notes["deletion for an article not imported here (ignored)"] += 1
+    else:
+        if not article.get("abstract"):
+            report.notes["imported without an abstract"] += 1
+        report.count(upsert_article(db, article, "import"))

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
-from mcp_servers.knowledge_store import DATA_DIR
+from mcp_servers.knowledge_starter import DATA_DIR
 
 # Common conditions beside the sample's own, so queries differ in how many trials they match.
 EXTRA_CONDITIONS = (

@@ -10,7 +10,7 @@ Invariants:
   mapping call), with a score whose bands mean the same thing everywhere (see ``umls_search``).
 - ``ground_text`` grounds a text's entities (``umls_grounding``): without a model it takes the
   entities a client extracted, grounds the exact ones and returns the others as expert review
-  with their candidates; a launcher that has a model (``python -m appliance.grounding.serve``)
+  with their candidates; a launcher that has a model (``python -m appliance.grounding_serve``)
   hands it the whole loop through ``configure_grounder``. This module never loads a model.
 - Expected failures are ``ToolError("<error_type>: <text>")`` (``contracts.tool_error_message``):
   ``invalid_args`` for an empty term, a bad CUI or max_results out of range, ``not_found`` when
@@ -36,7 +36,7 @@ from mcp_servers import umls_lookup as lookup
 from mcp_servers import umls_schema as schema
 from mcp_servers import umls_search
 from mcp_servers import umls_store as store
-from mcp_servers.contracts import tool_error_message
+from mcp_servers.contracts import READ_ONLY, tool_error_message
 
 mcp = FastMCP(
     "umls",
@@ -49,7 +49,6 @@ mcp = FastMCP(
     middleware=[ArgumentErrors()],
 )
 
-READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 MAX_RESULTS_LIMIT = 25
 
 _db = LazyDatabase(store.ensure_database)
@@ -129,7 +128,7 @@ def drug_vocabulary() -> dict:
 
 MAX_GROUND_CHARS = 4000
 # (text, entities or None) -> {"entities": [...], "stats": {...}}: the model-backed loop, given by
-# a launcher that has a model (``python -m appliance.grounding.serve``); this layer has none.
+# a launcher that has a model (``python -m appliance.grounding_serve``); this layer has none.
 Grounder = Callable[[str, "list[dict] | None"], dict]
 _grounder: Grounder | None = None
 

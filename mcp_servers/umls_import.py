@@ -63,7 +63,7 @@ _TTY_RANK = {"PT": 0, "IN": 0, "MH": 0, "LN": 0, "PIN": 1, "FN": 2, "BN": 3, "SY
 
 
 @dataclass
-class ImportReport:
+class UmlsImportReport:
     """What an RRF import read, kept and skipped."""
 
     rows_read: int = 0
@@ -101,7 +101,7 @@ class _Reader:
         self.done, self.total = 0, total
         self.progress, self.byte_progress = progress, byte_progress
 
-    def lines(self, path: Path, columns: int, report: ImportReport) -> Iterator[list[str]]:
+    def lines(self, path: Path, columns: int, report: UmlsImportReport) -> Iterator[list[str]]:
         with open(path, "rb") as handle:
             for raw in handle:
                 self.done += len(raw)
@@ -124,7 +124,7 @@ class _Reader:
             self.progress(f"UMLS import: {self.done / 1e6:.1f} of {self.total / 1e6:.1f} MB read ({percent}%)")
 
 
-def _atoms(reader: _Reader, path: Path, report: ImportReport) -> Iterator[tuple]:
+def _atoms(reader: _Reader, path: Path, report: UmlsImportReport) -> Iterator[tuple]:
     for f in reader.lines(path, MRCONSO_COLUMNS, report):
         report.rows_read += 1
         cui, lat, ts, _lui, stt, _sui, ispref = f[:7]
@@ -165,7 +165,7 @@ def _add_curated(db) -> int:
     return added
 
 
-def _refuse_shrink(report: ImportReport, replace: bool) -> None:
+def _refuse_shrink(report: UmlsImportReport, replace: bool) -> None:
     """Raise (rolling the import back) when the new content is much smaller than the old."""
     before, after = report.previous_concepts, report.concepts
     if replace or not before or after >= before * (1 - MAX_SHRINK):
@@ -178,7 +178,7 @@ def _refuse_shrink(report: ImportReport, replace: bool) -> None:
 
 
 def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_progress: ByteProgress = None,
-               add_curated: bool = True, stage: Progress = None, replace: bool = False) -> ImportReport:
+               add_curated: bool = True, stage: Progress = None, replace: bool = False) -> UmlsImportReport:
     """Replace the UMLS store's content with the English, non-suppressed SNOMED CT, RxNorm,
     LOINC and MeSH atoms of ``rrf_dir/MRCONSO.RRF`` and their ``MRSTY.RRF`` semantic types;
     a result that shrinks the store by more than ``MAX_SHRINK`` needs ``replace``."""
@@ -195,7 +195,7 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
     for path in (mrconso, mrsty):
         if not path.is_file():
             raise UmlsImportError(f"{path} not found (expected a UMLS Metathesaurus META directory)")
-    report = ImportReport()
+    report = UmlsImportReport()
     reader = _Reader(mrconso.stat().st_size + mrsty.stat().st_size, progress, byte_progress)
     with sqlite.building(db_path, schema.STORE, schema.MIGRATIONS) as db:
         with write_transaction(db):
@@ -269,7 +269,7 @@ def write_synthetic_rrf(rrf_dir: Path, n_concepts: int, seed: int = 7) -> None:
             sty.write(f"{cui}|{tui}|A1.2.3|{name}|AT{i:08d}|256|\n")
 
 
-def build_synthetic(db_path: Path, n_concepts: int, progress: Progress = None) -> ImportReport:
+def build_synthetic(db_path: Path, n_concepts: int, progress: Progress = None) -> UmlsImportReport:
     """Build a database of ``n_concepts`` synthetic concepts through ``import_rrf`` (benchmarks)."""
     with tempfile.TemporaryDirectory(prefix="umls-synthetic-") as tmp:
         write_synthetic_rrf(Path(tmp), n_concepts)

@@ -1,10 +1,12 @@
-"""What a GGUF file says about itself: its architecture, name and parameter count, read from the
-header (the metadata and the tensor table; no tensor data is read), and whether that is the
-model a profile is for.
+"""What a GGUF file says about itself: its metadata (``gguf_metadata``), its architecture, name
+and parameter count (``read_info``: the metadata and the tensor table; no tensor data is read),
+and whether that is the model a profile is for. The one GGUF reader of the appliance: the
+vision projector's check (``models.projector``) reads through it too.
 
 Invariants:
-- ``read_info`` reads only the header, as the GGUF format (version 2 and 3) lays it out; a
-  header that ends early or does not parse is ``ModelIdentityError``, never another exception.
+- Only the header is read, as the GGUF format (version 2 and 3) lays it out; a header that ends
+  early or does not parse is ``ModelIdentityError``, never another exception (``read_info`` also
+  turns an unreadable file into one; ``gguf_metadata`` lets ``OSError`` through).
 - The parameter count is the sum of the tensor table's element counts, so it cannot be
   claimed by a metadata field.
 - ``check_identity`` refuses a file whose architecture, parameter count or name is not the
@@ -19,9 +21,11 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from models.errors import ModelFileError
 from models.profiles import ModelProfile
+from models.verify import GGUF_MAGIC
 
 MAX_STRING = 1 << 24  # a header string longer than 16 MiB is damage, not metadata
 MAX_COUNT = 1 << 32
@@ -100,20 +104,38 @@ class _Reader:
         raise ModelIdentityError(f"the GGUF header is damaged (unknown value type {kind})")
 
 
+def _start(r: _Reader, path: Path) -> tuple[int, int]:
+    """Check the magic and the version; (tensor count, metadata key count)."""
+    if r.take(4) != GGUF_MAGIC:
+        raise ModelIdentityError(f"{path} is not a GGUF file")
+    if r.scalar("I") not in (2, 3):
+        raise ModelIdentityError(f"{path} is a GGUF version this appliance cannot read")
+    return r.count(), r.count()
+
+
+def _metadata(r: _Reader, keys: int) -> Iterator[tuple[str, object]]:
+    for _ in range(keys):
+        key = r.string()
+        yield key, r.value(r.scalar("I"))
+
+
+def gguf_metadata(path: Path) -> Iterator[tuple[str, object]]:
+    """(key, value) pairs of a GGUF file's metadata in file order; array values are None.
+
+    A generator, so a caller that has what it needs stops reading there."""
+    with path.open("rb", buffering=1 << 20) as fh:
+        r = _Reader(fh)
+        _tensors, keys = _start(r, path)
+        yield from _metadata(r, keys)
+
+
 def read_info(path: Path) -> GgufInfo:
     """The file's architecture, names and parameter count, from its header."""
     try:
         with path.open("rb", buffering=1 << 20) as fh:
             r = _Reader(fh)
-            if r.take(4) != b"GGUF":
-                raise ModelIdentityError(f"{path} is not a GGUF file")
-            if r.scalar("I") not in (2, 3):
-                raise ModelIdentityError(f"{path} is a GGUF version this appliance cannot read")
-            tensors, keys = r.count(), r.count()
-            meta = {}
-            for _ in range(keys):
-                key = r.string()
-                meta[key] = r.value(r.scalar("I"))
+            tensors, keys = _start(r, path)
+            meta = dict(_metadata(r, keys))
             parameters = 0
             for _ in range(tensors):
                 r.skip_string()

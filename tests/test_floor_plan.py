@@ -1,6 +1,7 @@
 """The floor plan in pyproject.toml ([tool.importlinter]) holds: no import runs from a lower
-floor to a higher one, no two sibling modules import each other in a cycle at any depth, and
-the core never imports Textual. Lazy imports inside functions count as much as top-level ones.
+floor to a higher one (between the top-level packages, and between the floors inside
+appliance/), no two sibling modules import each other in a cycle at any depth, and the core
+never imports Textual. Lazy imports inside functions count as much as top-level ones.
 
 import-linter runs as ``lint-imports`` would, in a subprocess from the repository root, so a
 broken contract fails with its own report (which import, from which line).
@@ -27,12 +28,22 @@ def importlinter_config() -> dict:
 
 def test_the_floor_plan_is_written_down_without_exceptions():
     config = importlinter_config()
-    contracts = {c["type"]: c for c in config["contracts"]}
+    contracts = {c["type"]: c for c in config["contracts"] if not c.get("containers")}
     assert contracts["layers"]["layers"] == FLOORS
     assert set(config["root_packages"]) == {p for floor in FLOORS for p in floor.split(" | ")}
     assert set(contracts["acyclic_siblings"]["ancestors"]) == set(config["root_packages"])
     for contract in config["contracts"]:
         assert not contract.get("ignore_imports"), f"{contract['name']} has exceptions"
+
+
+def test_the_floors_inside_appliance_keep_the_libraries_below_the_agent_and_the_cli_on_top():
+    inside = [c for c in importlinter_config()["contracts"] if c.get("containers") == ["appliance"]]
+    assert len(inside) == 1 and inside[0]["type"] == "layers"
+    floors = [set(floor.replace(":", "|").replace(" ", "").split("|")) for floor in inside[0]["layers"]]
+    floor_of = {module: depth for depth, modules in enumerate(floors) for module in modules}
+    assert "cli" in floors[0] and "cli_support" in floors[0]
+    for library in ("grounding", "extraction", "prescreen", "safety", "medication", "llm"):
+        assert floor_of[library] > floor_of["agent"], library
 
 
 def test_the_import_contracts_hold():

@@ -2,9 +2,8 @@
 (``appliance.grounding.ground``, seed 000); its result is attached to the criterion as JSON.
 
 Invariants:
-- The grounding package is imported only when asked for, so extraction and its tests work
-  whether or not it is installed; asking for it when it is not is one clear error, raised
-  before the model loads.
+- The grounding package is imported only when asked for, so extraction without ``--ground``
+  never loads it.
 - A criterion the loop refuses (``GroundingError``) keeps its place with an empty grounding
   and a warning; the other criteria are still grounded.
 """
@@ -13,24 +12,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from appliance.extraction.errors import ExtractionError
 from appliance.extraction.pipeline import ExtractionResult
 
 
-def check_grounding_available() -> None:
-    try:
-        from appliance.grounding import ground  # noqa: F401
-    except ImportError:
-        raise ExtractionError("--ground needs the grounding loop (appliance.grounding), which this "
-                              "installation does not have") from None
-
-
 def grounding_nodes() -> set[str]:
-    """The grounding loop's node names (for scripted runs), or none when it is not installed."""
-    try:
-        from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
-    except ImportError:
-        return set()
+    """The grounding loop's node names (for scripted runs)."""
+    from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
+
     return {NODE_EXTRACT, NODE_EVALUATE}
 
 

@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from appliance.agent.nodes.common import token_budget
 from appliance.errors import GenerationCancelled, GenerationError
 from appliance.grounding.config import GroundingConfig
 from appliance.grounding.errors import GroundingError, SearchUnavailable
@@ -40,6 +39,7 @@ from appliance.grounding.prompts import evaluate_messages, extract_messages
 from appliance.grounding.schemas import Extraction, ExtractedEntity, evaluation_schema
 from appliance.grounding.search import ConceptSearch, default_search
 from appliance.llm.base import LanguageModel
+from appliance.llm.grammar import token_budget
 from mcp_servers.umls_grounding import METHODS, GroundedEntity, find_span, merge, shown, try_exact
 from mcp_servers.umls_schema import norm
 

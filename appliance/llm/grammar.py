@@ -222,6 +222,17 @@ def max_output_chars(schema: type[BaseModel]) -> int:
     return output_chars(derived.json_schema, derived.defs, longest=True)
 
 
+def token_budget(schema: type[BaseModel], seed_limit: int, *, whole: bool = False) -> int:
+    """A constrained call's token limit: the node's number (docs/design.md §7).
+
+    The fast decoder ends the object within it, closing free strings early when the limit is
+    near, so a rambling model costs at most this many tokens. ``whole=True`` raises the limit
+    to the longest output the grammar accepts (every token adds at least one character), for
+    text that must never be cut: a clinician's dictated note.
+    """
+    return max(seed_limit, max_output_chars(schema) + 1) if whole else seed_limit
+
+
 def min_output_chars(schema: type[BaseModel]) -> int:
     """Shortest output (in characters) the schema's grammar accepts."""
     derived = output_schema(schema)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 START, END = "<start_of_turn>", "<end_of_turn>"
-STOP_TOKENS = (END, "<eos>")
 
 
 @dataclass(frozen=True)
@@ -81,17 +80,6 @@ def split_parts(messages: Sequence[Message]) -> tuple[Parts, Parts]:
     rest = parts[1][0][len(opening):]
     dynamic = ((rest, False),) if rest else ()
     return ((START, True), (opening, False)), dynamic + parts[2:]
-
-
-def split_static(messages: Sequence[Message]) -> tuple[str, str]:
-    """``split_parts`` as two strings."""
-    static, dynamic = split_parts(messages)
-    return text_of(static), text_of(dynamic)
-
-
-def static_parts(system: str) -> Parts:
-    """The static prefix of any prompt whose system text is ``system``."""
-    return ((START, True), (f"user\n{system}\n\n", False)) if system else ()
 
 
 def tokenize_parts(tokenize: Tokenize, parts: Sequence[Part], *, bos: bool) -> list[int]:

@@ -352,7 +352,7 @@ def test_trace_has_one_event_per_node_with_labels_and_timings():
 def test_every_node_call_uses_seed_002_section_7_settings():
     # (node, schema) -> (temperature, max_tokens) as docs/design.md §7 gives them; a dictated
     # clinical note is the one documented exception (never cut: its schema's longest output).
-    from appliance.agent.nodes.common import token_budget
+    from appliance.llm.grammar import token_budget
     from mcp_servers.contracts import ARG_SCHEMAS
 
     expected = {

@@ -14,13 +14,13 @@ import pytest
 from appliance.agent.graph import Agent
 from appliance.agent.nodes import input_assembly
 from appliance.agent.nodes.error_handler import decide
-from appliance.agent.nodes.input_assembly import DrugDictionary
 from appliance.agent.nodes.router import Limits, clarification_for_matches, required_tools
 from appliance.agent.nodes.tool_execute import typed_ids, validate_args
 from appliance.agent.patient_refs import Candidate, candidates_in, choose, find_patient_ids
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
+from appliance.medication.names import DrugRecogniser
 from appliance.tools.base import deny_all
 from appliance.tools.scripted import ScriptedToolBox
 from common.patient_ids import is_patient_id
@@ -63,7 +63,7 @@ IDS_IN_TEXT = [
 @pytest.mark.parametrize("text,expected", IDS_IN_TEXT, ids=[t for t, _ in IDS_IN_TEXT])
 def test_ids_in_free_text(text, expected):
     assert find_patient_ids(text) == expected
-    assert input_assembly.extract_entities(text, DrugDictionary()).patient_ids == expected
+    assert input_assembly.extract_entities(text, DrugRecogniser()).patient_ids == expected
     assert all(is_patient_id(pid) for pid in expected)  # recognised implies accepted
 
 
@@ -255,11 +255,11 @@ def test_the_question_the_router_writes_is_the_one_read_back():
 @pytest.mark.parametrize("reply,pid", [("the second one", "pat-003"), ("the one born 1990", "pat-004")])
 def test_input_assembly_takes_the_answer_as_the_turns_patient(reply, pid):
     history = [("user", "Search for patient James Wilson"), ("assistant", QUESTION)]
-    update, output = input_assembly.run(AgentState(user_query=reply), DrugDictionary(), history, 4)
+    update, output = input_assembly.run(AgentState(user_query=reply), DrugRecogniser(), history, 4)
     assert update["extracted_entities"].patient_ids == (pid,)
     assert output["patient_choice"]["patient_id"] == pid
     # only right after the question
-    update, output = input_assembly.run(AgentState(user_query=reply), DrugDictionary(), history + [("user", "x"), ("assistant", "y")], 4)
+    update, output = input_assembly.run(AgentState(user_query=reply), DrugRecogniser(), history + [("user", "x"), ("assistant", "y")], 4)
     assert update["extracted_entities"].patient_ids == () and "patient_choice" not in output
 
 

@@ -11,7 +11,7 @@ from fastmcp.exceptions import ToolError
 
 from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
 from appliance.grounding.search import MCPSearch
-from appliance.grounding.serve import make_grounder
+from appliance.grounding.grounder import make_grounder
 from appliance.grounding import SearchUnavailable
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import ToolOutcome

@@ -11,13 +11,8 @@ import pytest
 
 from mcp_servers import knowledge_queries as queries
 from mcp_servers.knowledge_trials import trial_details
-from mcp_servers.knowledge_import import (
-    ImportSourceError,
-    import_ctgov_studies,
-    import_openfda_labels,
-    import_pubmed_xml,
-    iter_json_records,
-)
+from mcp_servers.knowledge_import import import_ctgov_studies, import_openfda_labels, import_pubmed_xml
+from mcp_servers.knowledge_sources import ImportSourceError, iter_json_records
 from mcp_servers.knowledge_store import connect
 from tests.knowledge.knowledge_helpers import FIXTURES, call
 
@@ -57,9 +52,9 @@ def test_iter_json_records_shapes(text, key, expected):
 
 
 def test_iter_json_records_streams_across_small_chunks(monkeypatch):
-    from mcp_servers import knowledge_import
+    from mcp_servers import knowledge_sources
 
-    monkeypatch.setattr(knowledge_import._JsonStream, "CHUNK", 7)
+    monkeypatch.setattr(knowledge_sources._JsonStream, "CHUNK", 7)
     records = [{"id": i, "text": "x" * (i * 13), "n": 10 ** i} for i in range(12)]
     import json
 

@@ -7,8 +7,11 @@ import re
 import sqlite3
 
 from common.sqlite import MIGRATIONS_TABLE, applied_migrations
+from mcp_servers import knowledge_schema as schema
 from mcp_servers import knowledge_store as store
-from mcp_servers.knowledge_store import connect, ensure_database, lookup_keys, name_key, strip_salt
+from mcp_servers import knowledge_writes as writes
+from mcp_servers.knowledge_names import display_name, lookup_keys, name_key, strip_salt
+from mcp_servers.knowledge_store import connect, ensure_database
 
 # Drugs the brief requires, and whether each carries a boxed warning in its US label.
 REQUIRED_BOXED = {
@@ -48,10 +51,10 @@ def test_blank_database_migrates_to_expected_schema(tmp_path):
 
 def test_m002_fills_the_ages_in_years_and_indexes_the_criteria_of_existing_trials(tmp_path):
     db = connect(tmp_path / "old.sqlite")
-    store.m001_initial(db)
+    schema.m001_initial(db)
     db["trials"].insert({"nct_id": "NCT00000001", "title": "Old row", "minimum_age": "6 Months", "maximum_age": "17 Years",
                          "eligibility_criteria": "Inclusion Criteria:\n* Asthma", "origin": "import"})
-    store.m002_trial_search(db)
+    schema.m002_trial_search(db)
     row = next(db.query("SELECT min_age_years, max_age_years FROM trials"))
     assert row == {"min_age_years": 0.5, "max_age_years": 17.0}
     hits = db.execute("SELECT rowid FROM trials_eligibility_fts WHERE trials_eligibility_fts MATCH 'asthma'").fetchall()
@@ -103,7 +106,7 @@ def test_required_interactions_exist_and_pairs_are_stored_once_in_order(knowledg
     db = connect(knowledge_db, read_only=True)
     pairs = {(r[0], r[1]): r[2] for r in db.execute("SELECT drug_a, drug_b, severity FROM interactions")}
     assert all(a < b for a, b in pairs)
-    assert all(severity in store.SEVERITIES for severity in pairs.values())
+    assert all(severity in writes.SEVERITIES for severity in pairs.values())
     for a, b in REQUIRED_PAIRS:
         assert tuple(sorted((a, b))) in pairs, (a, b)
     assert pairs[("clarithromycin", "simvastatin")] == "contraindicated"
@@ -132,8 +135,8 @@ def test_name_normalisation():
     assert strip_salt("warfarin sodium") == "warfarin"
     assert strip_salt("magnesium sulfate") == "magnesium sulfate"
     assert lookup_keys("Metformin HCl 500 mg tablets") == ["metformin hcl 500 mg tablets", "metformin hcl", "metformin"]
-    assert store.display_name("TOPROL-XL") == "Toprol-XL"
-    assert store.display_name("MOTRIN IB") == "Motrin IB"
+    assert display_name("TOPROL-XL") == "Toprol-XL"
+    assert display_name("MOTRIN IB") == "Motrin IB"
 
 
 def test_a_database_made_before_common_sqlite_is_not_migrated_again(tmp_path):
@@ -145,11 +148,11 @@ def test_a_database_made_before_common_sqlite_is_not_migrated_again(tmp_path):
     old.commit()
     old.close()
     db = connect(path)
-    store.m001_initial(db)  # the schema that record stands for
+    schema.m001_initial(db)  # the schema that record stands for
     db.close()
     ensure_database(path)
     db = connect(path, read_only=True)
-    assert applied_migrations(db, store.STORE) == ["m001_initial", "m002_trial_search", "m003_trial_filters"]  # m001 once
+    assert applied_migrations(db, schema.STORE) == ["m001_initial", "m002_trial_search", "m003_trial_filters"]  # m001 once
     assert "_migrations" not in db.table_names()
     assert db["drugs"].count >= 30
 
@@ -164,10 +167,10 @@ def test_m003_keeps_a_narrow_copy_of_the_filtered_columns(tmp_path):
             "SELECT t.nct_id, f.status, f.sex, f.min_age_years FROM trial_filters f JOIN trials t ON t.rowid = f.rowid")}
 
     assert len(filters()) == db["trials"].count
-    store.upsert_trial(db, {"nct_id": "NCT00000009", "title": "New", "status": "RECRUITING", "sex": "Female",
+    writes.upsert_trial(db, {"nct_id": "NCT00000009", "title": "New", "status": "RECRUITING", "sex": "Female",
                             "minimum_age": "18 Years", "source": "test"}, "import")
     assert filters()["NCT00000009"] == ("RECRUITING", "FEMALE", 18.0)
-    store.upsert_trial(db, {"nct_id": "NCT00000009", "title": "New", "status": "COMPLETED", "sex": "ALL",
+    writes.upsert_trial(db, {"nct_id": "NCT00000009", "title": "New", "status": "COMPLETED", "sex": "ALL",
                             "minimum_age": "6 Months", "source": "test"}, "import")
     assert filters()["NCT00000009"] == ("COMPLETED", "ALL", 0.5)
     db.execute("DELETE FROM trials WHERE nct_id = 'NCT00000009'")

@@ -28,13 +28,13 @@ def test_parts_mark_only_the_templates_own_markers():
 
 
 def test_split_parts_keeps_the_static_prefix_apart():
-    from appliance.llm.prompt import split_parts, split_static, text_of
+    from appliance.llm.prompt import split_parts, text_of
 
     messages = [Message("system", "SYS"), Message("user", "hi <start_of_turn>")]
     static, dynamic = split_parts(messages)
     assert text_of(static) == "<start_of_turn>user\nSYS\n\n"
     assert dynamic[0] == ("hi <start_of_turn>", False)
-    assert split_static(messages) == (text_of(static), text_of(dynamic))
+    assert text_of(static) + text_of(dynamic) == render_gemma(messages)  # the split loses nothing
     assert split_parts([Message("user", "only")])[0] == ()
 
 

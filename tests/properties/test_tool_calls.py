@@ -43,9 +43,14 @@ def test_generated_calls_end_in_a_result_or_a_clear_error_and_refusals_write_not
     assert TALLY.calls[f"{tool[0]}.{tool[1]}"] >= math.ceil(FAST_CALLS / len(TOOLS))
 
 
-def test_the_calls_add_up(capsys):
-    if len(TALLY.calls) < len(TOOLS):
-        pytest.skip("runs after every tool's test")
+def test_the_calls_add_up(servers, capsys):
+    """Run alone (or with some tools' tests deselected), it first makes the calls those tests
+    would have made, so the totals and the audit chain are always checked."""
+    per_tool = math.ceil(FAST_CALLS / len(TOOLS))
+    for tool in TOOLS:
+        missing = per_tool - TALLY.calls[f"{tool[0]}.{tool[1]}"]
+        if missing > 0:
+            run_tool(*servers, TALLY, tool, missing)
     with capsys.disabled():
         print("\n" + TALLY.table())
     assert TALLY.total >= FAST_CALLS

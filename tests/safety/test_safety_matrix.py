@@ -1,6 +1,6 @@
 """The safety gate over the real demo charts: 13 patients x 23 drugs, expected findings by hand
-(the table is ``appliance/safety/matrix.py``, shared with ``appliance selftest``; how it was
-written is said there).
+(the table is ``appliance/safety/data/safety_matrix.tsv``, read by ``appliance/safety/matrix.py``
+and shared with ``appliance selftest``; how it was written is said there).
 
 The test counts missed findings (expected, not reported) and false alarms (reported, not
 expected) over the whole matrix and requires both to be zero, and requires every drug unknown to
@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from appliance.safety import check_prescription
-from appliance.safety.matrix import DRUGS, EXPECTED, MATRIX, UNKNOWN_TO_DATA, run_matrix
+from appliance.safety.matrix import DRUGS, EXPECTED, UNKNOWN_TO_DATA, run_matrix
 from appliance.safety.matrix import actual as above_info
 from appliance.safety.report import UNKNOWN_DRUG_TEXT
 
@@ -25,7 +25,7 @@ def test_the_table_is_complete():
     assert len(DRUGS) >= 20
 
 
-@pytest.mark.parametrize("patient", sorted(MATRIX))
+@pytest.mark.parametrize("patient", sorted(EXPECTED))
 def test_patient_row(patient, chart_of, knowledge):
     chart = chart_of(patient)
     problems = []

@@ -18,7 +18,7 @@ import pytest
 
 from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
 from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification, NextToolSelection, ResultAssessment, RetryStrategy, ToolSelection
-from appliance.agent.nodes.common import token_budget
+from appliance.llm.grammar import token_budget
 from appliance.llm.batch import BatchJob
 from appliance.llm.grammar import accepts, min_output_chars
 from appliance.llm.llama import LlamaModel

@@ -16,7 +16,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
-from appliance.agent.nodes.input_assembly import DrugDictionary, extract_entities
+from appliance.agent.nodes.input_assembly import extract_entities
+from appliance.medication.names import DrugRecogniser
 from appliance.agent.nodes.router import Limits
 from appliance.agent.schemas import LLM_SCHEMAS
 from appliance.agent.state import AgentState, ToolResult
@@ -26,7 +27,7 @@ from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
 
-DRUGS = DrugDictionary(["dofetilide", "warfarin", "aspirin", "ibuprofen", "metformin", "amoxicillin", "lisinopril"])
+DRUGS = DrugRecogniser(["dofetilide", "warfarin", "aspirin", "ibuprofen", "metformin", "amoxicillin", "lisinopril"])
 
 QUERIES = [
     "Hello",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 
 from mcp_servers import umls_import, umls_search
@@ -146,10 +149,18 @@ def test_progress_goes_on_past_reading_through_the_index_builds(tmp_path):
 
 
 def test_cli_progress_bar_shows_the_stages(tmp_path, monkeypatch, capsys):
+    """On stderr when it is a terminal; stdout carries only the result the caller prints."""
     from appliance.importers import run_import
 
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setenv("APPLIANCE_HOME", str(tmp_path / "home"))
     summary = run_import("umls", "rrf", RRF, replace=True)  # 3 fixture concepts replace the 356 curated ones
-    out = capsys.readouterr().out
+    assert capsys.readouterr().out == ""
+    out = terminal.getvalue()
     assert "100.0%" in out and "3 concepts" in summary
     assert out.index("building the full-text index") < out.index("building the typo index") < out.index("- done")

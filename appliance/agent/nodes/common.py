@@ -1,5 +1,5 @@
-"""Small helpers the LLM nodes share: message assembly, token budgets, and how prompts list
-the tools.
+"""Small helpers the LLM nodes share: message assembly and how prompts list the tools (their
+token budgets are ``appliance.llm.grammar.token_budget``).
 
 Invariant: every prompt that lists the tools lists all of them in ``PROMPT_TOOLS`` order (by
 name, so no tool is singled out by coming first), each with its example from ``TOOL_EXAMPLES``
@@ -7,9 +7,6 @@ name, so no tool is singled out by coming first), each with its example from ``T
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
-from appliance.llm.grammar import max_output_chars
 from appliance.llm.prompt import Message
 from mcp_servers.contracts import ARG_SCHEMAS, WRITE_TOOLS
 
@@ -48,14 +45,3 @@ def shortenable(results) -> tuple[str, ...]:
     every error message stay whole."""
     return tuple(r.formatted_result for r in results
                  if r.error_type is None and r.formatted_result and r.tool_name not in WRITE_TOOLS)
-
-
-def token_budget(schema: type[BaseModel], seed_limit: int, *, whole: bool = False) -> int:
-    """The node's token limit: docs/design.md §7's number.
-
-    The fast decoder ends the object within it, closing free strings early when the limit is
-    near, so a rambling model costs at most this many tokens. ``whole=True`` raises the limit
-    to the longest output the grammar accepts (every token adds at least one character), for
-    text that must never be cut: a clinician's dictated note.
-    """
-    return max(seed_limit, max_output_chars(schema) + 1) if whole else seed_limit

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.agent.nodes.common import conversation, token_budget
+from appliance.agent.nodes.common import conversation
 from appliance.agent.nodes.router import Limits, task_status
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
+from appliance.llm.grammar import token_budget
 from mcp_servers.contracts import WRITE_TOOLS
 
 SCHEMA = RetryStrategy

@@ -29,7 +29,6 @@ ACTION_VERBS = (
     "prescribe", "order", "start", "document", "record", "note", "save", "write", "check",
     "search", "find", "look up", "review", "verify", "add",
 )
-DrugDictionary = DrugRecogniser  # the name callers and tests of this node use
 
 
 def extract_entities(query: str, drugs: DrugRecogniser, has_image: bool = False) -> ExtractedEntities:

@@ -6,10 +6,11 @@ the trace never reads "found results" after an error (the model's label stays in
 
 from __future__ import annotations
 
-from appliance.agent.nodes.common import conversation, shortenable, token_budget
+from appliance.agent.nodes.common import conversation, shortenable
 from appliance.agent.schemas import ResultAssessment
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel
+from appliance.llm.grammar import token_budget
 
 SCHEMA = ResultAssessment
 TEMPERATURE = 0.0

@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 
 from appliance.agent.dictation import instruction_text
-from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable, token_budget
+from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
 from appliance.agent.write_requests import PRESCRIBE
 from appliance.llm.base import LanguageModel
+from appliance.llm.grammar import token_budget
 from appliance.medication.names import DrugRecogniser
 from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS
 

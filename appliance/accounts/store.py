@@ -1,103 +1,34 @@
-"""Clinician accounts: who may sign in to the clinic terminal and the line session, and whose
-name an EHR write carries.
-
-Invariants:
-- One SQLite file, ``accounts.sqlite`` in the data home (``common.locations``), created with
-  mode 0600 (SQLite gives its journal files the same mode); schema changes are named,
-  append-only migrations under the set ``accounts`` (``common.sqlite``).
-- Passwords are kept only as Argon2id hashes made by argon2-cffi's ``PasswordHasher`` with its
-  defaults; a hash made with older parameters is replaced at the next successful sign-in
-  (``check_needs_rehash``). No password is ever logged, stored in clear or put in a message.
-- Lock-out: after ``max_failures`` wrong passwords in a row an account is locked for
-  ``lockout_minutes``, recorded in the file, so every terminal and the line session honour
-  it; while locked the password is not even checked. A successful sign-in clears the count.
-  An attempt is counted, and the lock taken when it is the last one allowed, in one write
-  transaction before its password is checked (``_take_attempt``), so any number of attempts
-  at once check at most ``max_failures`` passwords before the lock refuses the rest.
-- The policy (``max_failures``, ``lockout_minutes``) is the operator's: ``sign-in.json`` beside
-  the accounts file in the data home (``appliance user policy``), defaults when absent. No
-  environment variable changes it: whoever runs a command must not choose their own
-  lock-out.
-- Every sign-in attempt and every change to an account is recorded in ``account_events``
-  (time, account name as typed, event); never a password.
-- Names are case-insensitive and unique; the stored spelling is the one EHR writes carry.
-- Reading whether accounts exist never creates the file: a machine with no accounts stays in
-  the no-account mode (writes attributed to the operator, README "Clinician sign-in").
-  ``appliance init`` creates it empty (``prepare``) for its ``record_heads`` table: a copy of
-  the EHR's chain head (``ehr_db.heads``), which an empty file does not make an account.
+"""The account store: one SQLite file of accounts and account events, its migrations, and
+signing in with the lock-out (``appliance.accounts`` states the invariants).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from sqlite_utils import Database
 
+from appliance.accounts.model import (
+    MAX_DISPLAY_CHARS, MAX_ROLE_CHARS, WRONG, Account, AccountError, AccountLocked, SignInRefused, check_name,
+    check_password, optional_text,
+)
+from appliance.accounts.policy import policy_path, read_policy
 from appliance.config import Settings
 from common import sqlite
-from common.errors import ApplianceError
-from common.locations import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, accounts_db_path
+from common.locations import PRIVATE_DIR_MODE, accounts_db_path
 from common.sqlite import Migration, write_transaction
 from ehr_db import heads
 
 STORE = "accounts"
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
-MIN_PASSWORD_CHARS = 8
-MAX_PASSWORD_CHARS = 1024
-MAX_DISPLAY_CHARS = 100
-MAX_ROLE_CHARS = 40
-WRONG = "Unknown clinician or wrong password."
-
-
-class AccountError(ApplianceError):
-    """An account could not be created, changed or read."""
-
-
-class SignInRefused(AccountError):
-    """A sign-in was refused (unknown name, wrong password, disabled or locked account)."""
-
-
-class AccountLocked(SignInRefused):
-    """The account is locked after too many wrong passwords."""
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    display_name: str | None
-    role: str | None
-    enabled: bool
-    created_at: str
-    last_sign_in_at: str | None
-    failed_attempts: int
-    locked_until: str | None
-
-    @property
-    def label(self) -> str:
-        """How the terminal names the clinician: 'Dr. Ada Okafor (aokafor)', or the name alone."""
-        return f"{self.display_name} ({self.name})" if self.display_name else self.name
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "display_name": self.display_name, "role": self.role,
-                "enabled": self.enabled, "created_at": self.created_at,
-                "last_sign_in_at": self.last_sign_in_at, "locked_until": self.locked_until}
 
 
 # -- migrations ------------------------------------------------------------------------------
 MIGRATIONS: list[Migration] = []
-
-
-def migration(fn: Migration) -> Migration:
-    MIGRATIONS.append(fn)
-    return fn
+migration = sqlite.migration_collector(MIGRATIONS)
 
 
 @migration
@@ -131,91 +62,12 @@ def m002_record_heads(db: Database) -> None:
     db.execute(heads.CREATE_TABLE)
 
 
-# -- validation ------------------------------------------------------------------------------
-def check_name(name: str) -> str:
-    name = (name or "").strip()
-    if not NAME_PATTERN.fullmatch(name):
-        raise AccountError("an account name is 1-64 letters, digits, '.', '_', '@' or '-', "
-                           "starting with a letter or digit")
-    return name
-
-
-def check_password(password: str) -> str:
-    if len(password) < MIN_PASSWORD_CHARS:
-        raise AccountError(f"a password needs at least {MIN_PASSWORD_CHARS} characters")
-    if len(password) > MAX_PASSWORD_CHARS or any(c in password for c in "\r\n\x00"):
-        raise AccountError(f"a password is one line of at most {MAX_PASSWORD_CHARS} characters")
-    return password
-
-
-def _optional_text(what: str, value: str | None, limit: int) -> str | None:
-    value = " ".join((value or "").split())
-    if not value:
-        return None
-    if len(value) > limit or not value.isprintable():
-        raise AccountError(f"the {what} is at most {limit} printable characters")
-    return value
-
-
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
 def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat()
-
-
-# -- the operator's sign-in policy ------------------------------------------------------------
-POLICY_FILE = "sign-in.json"
-MAX_POLICY_FAILURES = 100
-MAX_POLICY_MINUTES = 7 * 24 * 60
-
-
-@dataclass(frozen=True)
-class SignInPolicy:
-    max_failures: int = 5  # wrong passwords in a row before an account locks
-    lockout_minutes: float = 15.0  # how long it stays locked
-
-    def __post_init__(self):
-        if isinstance(self.max_failures, bool) or not isinstance(self.max_failures, int) \
-                or not 1 <= self.max_failures <= MAX_POLICY_FAILURES:
-            raise AccountError(f"the sign-in policy's max_failures is a whole number from 1 to {MAX_POLICY_FAILURES}")
-        if isinstance(self.lockout_minutes, bool) or not isinstance(self.lockout_minutes, (int, float)) \
-                or not 1 <= self.lockout_minutes <= MAX_POLICY_MINUTES:
-            raise AccountError(f"the sign-in policy's lockout_minutes is from 1 to {MAX_POLICY_MINUTES}")
-
-
-def policy_path(accounts: Path | None = None) -> Path:
-    """The policy file beside the accounts file (the data home's, by default)."""
-    return (accounts or accounts_db_path()).with_name(POLICY_FILE)
-
-
-def read_policy(path: Path | None = None) -> SignInPolicy:
-    """The operator's sign-in policy; the defaults when the file is absent. A file that cannot
-    be read is an ``AccountError`` (one line), never a silent default."""
-    path = path or policy_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return SignInPolicy()
-    except (OSError, ValueError) as exc:
-        raise AccountError(f"{path} cannot be read as the sign-in policy ({type(exc).__name__}); fix it, or set it "
-                           "again with `appliance user policy`") from None
-    if not isinstance(data, dict) or set(data) - {"max_failures", "lockout_minutes"}:
-        raise AccountError(f"{path} is not a sign-in policy (max_failures, lockout_minutes)")
-    return SignInPolicy(**data)
-
-
-def write_policy(policy: SignInPolicy, path: Path | None = None) -> None:
-    path = path or policy_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"max_failures": policy.max_failures, "lockout_minutes": policy.lockout_minutes}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -331,8 +183,8 @@ class AccountStore:
     # -- administration ------------------------------------------------------------------
     def add(self, name: str, password: str, display_name: str | None = None, role: str | None = None) -> Account:
         name = check_name(name)
-        display = _optional_text("display name", display_name, MAX_DISPLAY_CHARS)
-        role = _optional_text("role", role, MAX_ROLE_CHARS)
+        display = optional_text("display name", display_name, MAX_DISPLAY_CHARS)
+        role = optional_text("role", role, MAX_ROLE_CHARS)
         hashed = self.hasher.hash(check_password(password))
         now = _iso(self._clock())
         with self._db() as db, write_transaction(db):
