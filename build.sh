@@ -78,6 +78,6 @@ case "${1:-}" in
   test) shift; exec .venv/bin/python -m pytest -m "not heavy" "$@" ;;
   test-all) shift; exec .venv/bin/python -m pytest "$@" ;;
   host) say "ready: run .venv/bin/appliance serve" ;;
-  bundle) shift; exec .venv/bin/python -m appliance.bundle "$@" ;;
+  bundle) shift; exec .venv/bin/python -m appliance.setup.bundle "$@" ;;
   *) echo "build.sh: unknown action '$1' (use: run, test, test-all, host, bundle)" >&2; exit 2 ;;
 esac

@@ -44,7 +44,7 @@ TuiRunner = Callable[[Settings, dict | None, str | None], int]
 def cmd_ask(args) -> int:
     from appliance.runtime import build_agent
     from appliance.safety.headless import HeadlessApprover
-    from appliance.sign_in import headless_clinician
+    from appliance.accounts.sign_in import headless_clinician
     from appliance.tools.base import deny_all, signed_by
 
     settings = settings_from(args)
@@ -62,7 +62,9 @@ def cmd_ask(args) -> int:
     with tools:
         result = agent.run_turn(args.question, patient_id=args.patient)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, default=str))
+        from appliance.runtime import acceptance_status
+
+        print(json.dumps({**result.to_json(), "acceptance": acceptance_status(settings).line}, indent=2, default=str))
     else:
         if result.model_notice:
             print(f"[{result.model_notice}]")
@@ -93,20 +95,20 @@ def safety_exit_code(entries: list[dict], *, writes_enabled: bool) -> int:
 
 
 def cmd_init(args) -> int:
-    from appliance.init import init_home
+    from appliance.setup.home import init_home
 
     init_home(with_model=not args.no_model)
     return 0
 
 
 def cmd_smoke(args) -> int:
-    from appliance.smoke import run_smoke
+    from appliance.selftest.smoke import run_smoke
 
     return run_smoke(settings_from(args), as_json=args.json)
 
 
 def cmd_selftest(args) -> int:
-    from appliance.selftest import main as selftest
+    from appliance.selftest.suite import main as selftest
 
     return selftest(as_json=args.json, bad_inputs=args.bad_inputs, crash_writes=args.crash_writes,
                     fault_rounds=args.fault_rounds)
@@ -123,7 +125,7 @@ def cmd_session(args) -> int:
 
 def cmd_bench(args) -> int:
     if args.what == "clinic":
-        from appliance.bench_clinic import run_clinic_bench
+        from appliance.bench.clinic import run_clinic_bench
 
         try:
             terminals = [int(n) for n in args.terminals.split(",")]
@@ -131,10 +133,10 @@ def cmd_bench(args) -> int:
             raise ApplianceError(f"--terminals takes counts separated by commas (e.g. 1,2,4), not {args.terminals!r}") from None
         return run_clinic_bench(settings_from(args), terminals, args.turns, args.json)
     if args.what == "tools":
-        from appliance.bench_tools import run_tool_bench
+        from appliance.bench.tools import run_tool_bench
 
         return run_tool_bench(n=args.calls, concepts=args.concepts, as_json=args.json, trials=args.trials)
-    from appliance.bench import run_bench
+    from appliance.bench.decoding import run_bench
 
     return run_bench(settings_from(args), as_json=args.json, rounds=args.rounds, repeats=args.repeats,
                      criteria=args.criteria)
@@ -158,7 +160,7 @@ def cmd_default(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from appliance.serve import serve
+    from appliance.host.serve import serve
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ApplianceError("--tls-cert and --tls-key go together")
@@ -167,7 +169,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from appliance.importers import run_import
+    from appliance.setup.importers import run_import
 
     print(run_import(args.area, args.kind, Path(args.path), replace=getattr(args, "replace", False)))
     return 0
@@ -277,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
                              help="accept a result that shrinks the store by more than the safety threshold")
     records_cli.register_audit(sub)
 
-    from appliance.selftest import (  # a small module: no heavy imports
+    from appliance.selftest.suite import (  # a small module: no heavy imports
         DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES, DEFAULT_FAULT_ROUNDS,
     )
 
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int
     umask = os.umask(PRIVATE_UMASK)  # what it writes may hold patient data (common.locations)
     try:
         if args.host:  # every MCP client this process makes reaches the clinic host's servers
-            from appliance.serve import host_urls
+            from appliance.host.serve import host_urls
 
             urls = host_urls(args.host)
             os.environ.setdefault("APPLIANCE_MODEL_SERVER", urls.pop("APPLIANCE_MODEL_SERVER"))  # empty: in process

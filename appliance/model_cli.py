@@ -1,4 +1,5 @@
-"""``appliance model install|list``: the model files the operator brings, and which one runs.
+"""``appliance model install|list``: the model files the operator brings, and which one runs
+(``accept``, the site acceptance run, is ``appliance.acceptance_cli``; ``install`` offers it).
 
 Invariants:
 - ``install`` copies, hashes and checks the file with llama.cpp before anything is in place
@@ -14,6 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
+from appliance import acceptance_cli
 from appliance.cli_support import ProgressBar, settings_from
 
 
@@ -40,6 +42,7 @@ def cmd_install(args) -> int:
               f"(sha256 {entry.sha256[:16]}..., checked at every start)")
         if profile.name != settings_from(args).model:
             print(f"to use it: APPLIANCE_MODEL={profile.name}")
+    acceptance_cli.offer(profile.name, as_json=args.json)
     return 0
 
 
@@ -81,7 +84,7 @@ def cmd_list(args) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    model = sub.add_parser("model", help="install the model files you bring; list what is installed")
+    model = sub.add_parser("model", help="install the model files you bring; list what is installed; measure it (accept)")
     msub = model.add_subparsers(dest="action", required=True)
     ins = msub.add_parser("install", help="copy, hash and check a GGUF, then record it for a profile")
     ins.add_argument("path", help="the GGUF file, e.g. medgemma-1.5-4b-it-Q4_K_M.gguf")
@@ -94,3 +97,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--model", help="treat this profile as the active one")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_list)
+    acceptance_cli.register(msub)

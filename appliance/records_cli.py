@@ -157,9 +157,9 @@ def cmd_ehr_backup(args) -> int:
 
 
 def cmd_ehr_import(args) -> int:
-    """``ehr import``: as every import (``appliance.importers``), and an import that would change
+    """``ehr import``: as every import (``appliance.setup.importers``), and an import that would change
     what clinicians rely on prints each difference (stdout) and stops unless --accept-changes."""
-    from appliance.importers import ImportFailed, run_import
+    from appliance.setup.importers import ImportFailed, run_import
     from ehr_db.errors import ImportNeedsAcceptance
 
     try:

@@ -100,4 +100,19 @@ def build_agent(settings: Settings, script: dict | None = None, approver: Approv
         return Agent(model, toolbox, settings, approver), tools
     model = load_model(settings)  # before the tool client, so a bad model file leaves nothing running
     tools = MCPToolBox(env)
-    return Agent(model, tools, settings, approver), tools
+    return Agent(model, tools, settings, approver, accepted=acceptance_status(settings).accepted), tools
+
+
+def acceptance_status(settings: Settings):
+    """This site's acceptance of the model file the settings load (``appliance.acceptance.store``):
+    its ``line`` ("accepted on DATE (intent 0.93, ...)", "not accepted: REASONS", "not measured")
+    for the status line, the session banner and ``ask --json``, and ``accepted`` for the notice.
+    A model on a clinic host is measured there, not here."""
+    from appliance.acceptance.store import Status, file_sha256, status_for
+
+    if settings.model_server:
+        return Status("not measured", "not measured here: the model runs on the clinic host")
+    files = model_files(settings)
+    if not files.path.is_file():
+        return Status("not measured", f"not measured: no model file at {files.path}")
+    return status_for(file_sha256(files.path, files.sha256))

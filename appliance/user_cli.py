@@ -3,7 +3,7 @@
 
 Invariants:
 - A password is never an argument: ``add`` and ``passwd`` read it from the terminal (typed
-  twice, hidden) or as one line of standard input (``appliance.sign_in``).
+  twice, hidden) or as one line of standard input (``appliance.accounts.sign_in``).
 - Whoever runs these commands can already read the data home, so they need no password; the
   accounts file is the operator's (mode 0600).
 - Output names accounts, never passwords or hashes; failures are ``ApplianceError``s, which
@@ -25,7 +25,7 @@ def _store():
 
 
 def cmd_add(args) -> int:
-    from appliance.sign_in import read_new_password
+    from appliance.accounts.sign_in import read_new_password
 
     account = _store().add(args.name, read_new_password(), display_name=args.display_name, role=args.role)
     print(f"account {account.label} added")
@@ -57,7 +57,7 @@ def cmd_enable(args) -> int:
 
 
 def cmd_passwd(args) -> int:
-    from appliance.sign_in import read_new_password
+    from appliance.accounts.sign_in import read_new_password
 
     account = _store().set_password(args.name, read_new_password())
     print(f"password of {account.name} changed (any lock-out lifted)")

@@ -1,7 +1,7 @@
 """The one way every store opens, checks, writes and migrates its SQLite file.
 
 Used by the EHR (``ehr_db``), the UMLS and knowledge stores (``mcp_servers``) and the session
-store (``appliance.sessions``). A store's own rules live in its module docstring; these hold
+store (``appliance.accounts.sessions``). A store's own rules live in its module docstring; these hold
 for all of them.
 
 Invariants:

@@ -8,7 +8,7 @@ A head copy is ``{record_id, timeline, seq, hash, at}``:
   from a record that lost its latest writes.
 Copies live in the anchor file (``<db>.audit-head``), in a ``record_heads`` table of the
 accounts and sessions databases beside the record (their stores create the table: see
-``appliance.accounts`` and ``appliance.sessions``; a missing file is never created here), and in
+``appliance.accounts`` and ``appliance.accounts.sessions``; a missing file is never created here), and in
 every backup's manifest (``ehr_db.backup``).
 
 Invariants:

@@ -12,7 +12,7 @@ Invariants:
 - ``command`` is the one place that turns a model file and the host's settings into
   llama-server's command line: bound to the address given (never all interfaces by default;
   a path ending in ``.sock`` is a Unix socket, how ``appliance serve`` runs it behind its
-  key-checking front, ``appliance.model_gate``), the profile's name as the model alias
+  key-checking front, ``appliance.host.model_gate``), the profile's name as the model alias
   (terminals read it to know which profile answers), a key file when one is given (tests), no
   web UI, no prompt text in its log. A key made for one run goes in ``API_KEY_ENV`` instead,
   never on the command line (which every local user can read).

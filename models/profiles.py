@@ -16,6 +16,8 @@ from common.errors import ConfigError
 
 
 DEMO_NOTICE = "demo model: answers are not clinical advice"
+NOT_VALIDATED_NOTICE = ("not validated for clinical use: this model file has not passed the site's acceptance run "
+                        "(appliance model accept)")
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,18 @@ class ModelProfile:
     parameters: tuple[int, int] | None = None
     name_words: tuple[str, ...] = ()
 
+    def notice_for(self, accepted: bool) -> str | None:
+        """What every surface shows while this model answers: the demo notice for a demo
+        profile; for a clinical one, None only once its file passed the site's acceptance run
+        (``appliance.acceptance``), whatever the profile says."""
+        if not self.clinical:
+            return DEMO_NOTICE
+        return None if accepted else NOT_VALIDATED_NOTICE
+
     @property
     def notice(self) -> str | None:
-        """What every surface shows while this model answers, or None for a clinical model."""
-        return None if self.clinical else DEMO_NOTICE
+        """The notice when the file's acceptance is not known: as for a file not accepted."""
+        return self.notice_for(accepted=False)
 
     def path(self, models_dir: Path, override: str | None = None) -> Path:
         """The GGUF in ``models_dir``, or the operator's ``override`` path."""

@@ -11,7 +11,7 @@ import pytest
 
 from appliance.accounts import AccountStore, SignInRefused
 from appliance.cli import main
-from appliance.sign_in import line_sign_in
+from appliance.accounts.sign_in import line_sign_in
 
 pytestmark = pytest.mark.timeout(60)
 PASSWORD = "correct horse battery"

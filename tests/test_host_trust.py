@@ -1,7 +1,7 @@
 """The clinic host trusts no one it should not (issue 25), over real HTTP requests in process: the
 EHR server's streamable-HTTP app with the host's access middleware (``mcp_servers.access``), the
-host's safety gate (``appliance.serve.host_prescription_check``) and the read log; the model
-server's front (``appliance.model_gate``) against a stand-in upstream on a Unix socket."""
+host's safety gate (``appliance.host.serve.host_prescription_check``) and the read log; the model
+server's front (``appliance.host.model_gate``) against a stand-in upstream on a Unix socket."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _host(home: Path, bind: str = "127.0.0.1", *, gate: bool = False):
     ensure_ehr(home / "ehr.sqlite")
     ehr.configure(home / "ehr.sqlite")
     if gate:
-        from appliance.serve import host_prescription_check
+        from appliance.host.serve import host_prescription_check
 
         ensure_knowledge(home / "knowledge.sqlite")
         ehr.set_prescription_check(host_prescription_check(home / "knowledge.sqlite"))
@@ -324,7 +324,7 @@ def _upstream(folder: Path):
 
 
 def test_the_model_front_checks_every_request_and_revocation_is_immediate(tmp_path):
-    from appliance.model_gate import make_app
+    from appliance.host.model_gate import make_app
 
     tokens = tmp_path / "terminals.json"
     token = access.add_terminal("desk-1", "aokafor", tokens)
@@ -363,7 +363,7 @@ def test_a_terminal_that_goes_away_ends_its_upstream_request_at_once(tmp_path):
     from starlette.responses import StreamingResponse
     from starlette.routing import Route
 
-    from appliance.model_gate import make_app
+    from appliance.host.model_gate import make_app
 
     ended = threading.Event()
 

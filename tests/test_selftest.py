@@ -10,7 +10,7 @@ import json
 import pytest
 
 from appliance.cli import main
-from appliance.selftest import failures, run_selftest, table
+from appliance.selftest.suite import failures, run_selftest, table
 
 pytestmark = pytest.mark.timeout(120)
 HEADLINE = ("writes_lost", "partial_writes", "faults_tried", "faults_survived", "bad_inputs_tried",

@@ -124,7 +124,7 @@ def test_tls_needs_both_files_and_http(tmp_path):
 
 def test_a_host_url_names_the_four_servers_on_consecutive_ports():
     from appliance.errors import ApplianceError
-    from appliance.serve import host_urls
+    from appliance.host.serve import host_urls
 
     assert host_urls("https://clinic-host:8765") == {
         "APPLIANCE_MCP_EHR_URL": "https://clinic-host:8765/mcp",

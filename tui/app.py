@@ -38,7 +38,7 @@ from appliance.accounts import Account, AccountStore
 from appliance.config import Settings
 from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
-from appliance.sessions import SessionStore, SessionStoreError
+from appliance.accounts.sessions import SessionStore, SessionStoreError
 from appliance.llm.base import VisionModel
 from appliance.runtime import model_files
 from appliance.wording import safety_lines

@@ -21,7 +21,7 @@ from textual.events import InputEvent, MouseMove
 from textual.screen import Screen
 
 from appliance.accounts import Account, AccountStore
-from appliance.sign_in import said
+from appliance.accounts.sign_in import said
 from common.operator import operator_name
 from tui.screens.sign_in import SignInScreen
 

@@ -22,10 +22,11 @@ class ModelLoadProgress(Message):
 
 
 class ModelLoaded(Message):
-    def __init__(self, model: Any, seconds: float) -> None:
+    def __init__(self, model: Any, seconds: float, acceptance: Any = None) -> None:
         super().__init__()
         self.model = model
         self.seconds = seconds
+        self.acceptance = acceptance  # appliance.runtime.acceptance_status (None: a scripted model)
 
 
 class ModelLoadFailed(Message):

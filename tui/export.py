@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from appliance.agent.state import TraceEvent
-from appliance.sessions import Session, StoredMessage
+from appliance.accounts.sessions import Session, StoredMessage
 from appliance.wording import local_time
 from common.locations import PRIVATE_FILE_MODE, private_dir
 from tui.widgets.trace_panel import approval_line, trace_line

@@ -31,7 +31,8 @@ from appliance.errors import ApplianceError
 from common.locations import logs_dir
 from mcp_servers.contracts import TOOL_SERVERS
 from tui import events
-from tui.backend import SERVERS, close_quietly, ping_all
+from appliance.runtime import acceptance_status
+from tui.backend import SERVERS, close_quietly, ping_all, real_model_loader
 from tui.workers import Closing, abandonable
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class ServiceHandling:
     tools_error: str | None
     _down: frozenset[str]  # servers last announced as not answering
     _tools_generation: int  # bumped when a tool box is closed for a change of clinician
+    acceptance = None  # appliance.runtime.acceptance_status of the loaded file (None: not known, scripted)
 
     # -- the model --------------------------------------------------------------------------
     @work(thread=True, group="model", exit_on_error=False)
@@ -72,7 +74,16 @@ class ServiceHandling:
             log.exception("model load failed")
             self.post_message(events.ModelLoadFailed(f"the model could not be loaded ({type(exc).__name__})"))
             return
-        self.post_message(events.ModelLoaded(model, time.perf_counter() - started))
+        seconds = time.perf_counter() - started
+        acceptance = None
+        if self._model_loader is real_model_loader:  # this site's verdict on the loaded file (hashed once if unpinned)
+            try:
+                acceptance = abandonable(self._quitting, acceptance_status, self.settings)
+            except Closing:
+                return
+            except Exception:  # noqa: BLE001 - unknown acceptance: the notice stays
+                log.exception("model acceptance could not be read")
+        self.post_message(events.ModelLoaded(model, seconds, acceptance))
 
     def on_model_load_progress(self, message: events.ModelLoadProgress) -> None:
         if self.model is None and self.model_error is None:
@@ -80,7 +91,12 @@ class ServiceHandling:
 
     def on_model_loaded(self, message: events.ModelLoaded) -> None:
         self.model = message.model
-        self.main.status.set_ready(message.seconds)
+        self.acceptance = message.acceptance
+        accepted = bool(self.acceptance and self.acceptance.accepted)
+        self.main.status.set_ready(message.seconds, acceptance=self.acceptance.state if self.acceptance else None)
+        self.main.show_model_notice(self.profile.notice_for(accepted))
+        if self.acceptance is not None:
+            self.notice(f"Model acceptance at this site: {self.acceptance.line}")
         self._maybe_ready()
 
     def on_model_load_failed(self, message: events.ModelLoadFailed) -> None:
@@ -246,7 +262,8 @@ class ServiceHandling:
             return
         from appliance.agent.graph import Agent
 
-        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugRecogniser(self.drug_names))
+        self.agent = Agent(self.model, self.tools, self.settings, self.bridge, drugs=DrugRecogniser(self.drug_names),
+                           accepted=bool(self.acceptance and self.acceptance.accepted))
         if self.turn is not None and not self.turn.started:
             self._start_turn(self.turn)
 

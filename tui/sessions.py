@@ -8,7 +8,7 @@ without saving.
 
 from __future__ import annotations
 
-from appliance.sessions import Session, SessionStore, SessionStoreError
+from appliance.accounts.sessions import Session, SessionStore, SessionStoreError
 from common.locations import data_home
 from tui.export import session_markdown, write_export
 from tui.screens.sessions import SessionsScreen

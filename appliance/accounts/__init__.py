@@ -27,7 +27,10 @@ Invariants:
   the EHR's chain head (``ehr_db.heads``), which an empty file does not make an account.
 
 The package: ``model`` (errors, the account record, the checks), ``policy`` (the operator's
-lock-out policy file), ``store`` (the SQLite store and signing in). Callers import from here.
+lock-out policy file), ``store`` (the SQLite store and signing in); callers import these from
+here. Beside them, imported by their own paths: ``sign_in`` (reading a clinician's password on
+the command line) and ``sessions`` (the conversations the terminal and the line session save,
+the other local store that keeps a copy of the EHR's chain head).
 """
 
 from appliance.accounts.model import (

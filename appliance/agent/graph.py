@@ -149,6 +149,7 @@ class Agent:
     settings: Settings = field(default_factory=Settings)
     approver: Approver = deny_all
     drugs: DrugRecogniser | None = None
+    accepted: bool = False  # the model file passed this site's acceptance run (appliance.runtime)
 
     def __post_init__(self):
         if self.drugs is None:
@@ -160,7 +161,8 @@ class Agent:
         )
         self.safety_gate = ChartSafetyGate(self.tools, self.settings.tool_deadline_seconds)
         profile = PROFILES.get(self.settings.model)
-        self.model_notice = profile.notice if profile else DEMO_NOTICE  # an unknown model is no clinical one
+        # an unknown model is no clinical one; a clinical one not accepted keeps a notice (models.profiles)
+        self.model_notice = profile.notice_for(self.accepted) if profile else DEMO_NOTICE
 
     def run_turn(
         self,

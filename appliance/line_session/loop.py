@@ -20,6 +20,9 @@ Invariants:
 - Every exchange is saved in the sessions store the terminal uses (``SavedConversation``), so
   ``--resume`` / ``--session ID`` (here or in the terminal) reopens it: the conversation is
   shown again, its complete exchanges are the context, its patient is current again (confirmed).
+  As in the terminal, a patient opened by ``/patient`` or ``/find`` while the conversation is
+  about another starts a new one (the previous stays saved): one patient's facts are never
+  another's context.
   A storage problem is one line; the session goes on without saving.
 """
 
@@ -33,10 +36,10 @@ import threading
 import time
 
 from appliance.config import Settings
-from appliance.errors import ApplianceError, TurnCancelled
+from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.line_session.patients import CurrentPatient, find_patient, set_patient
 from appliance.line_session.saved import SavedConversation, lock, resume_problem, session_clinician
-from appliance.trace_words import approval_parts, plain, trace_parts
+from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.tools.base import Approval, signed_by
 from appliance.wording import action_words, safety_lines
 from common.operator import operator_name
@@ -46,6 +49,7 @@ HELP = """Type a question and press Enter.
   /find NAME    search patients by name (one match becomes current)
   /patient      close the current patient
   /trace        show the last turn's reasoning trace
+  /prescreen    prescreen the current patient for recruiting clinical trials (Ctrl+C stops it)
   /lock         clear the screen until your password is typed again (signed-in sessions)
   /quit         leave (Ctrl-D works too; Ctrl+C stops an answer, twice in a row leaves)
 A patient also becomes current when a search finds exactly one, or when you name their ID."""
@@ -65,6 +69,13 @@ class Progress:
         if self.live:
             elapsed = time.monotonic() - self.started
             self.stream.write(f"\r\033[K  {event.label}... {elapsed:.0f} s")
+            self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """A step named in words (the prescreen's progress)."""
+        if self.live:
+            elapsed = time.monotonic() - self.started
+            self.stream.write(f"\r\033[K  {text[:60]}... {elapsed:.0f} s")
             self.stream.flush()
 
     def done(self) -> None:
@@ -121,6 +132,7 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
     if resume and conversation.store is not None:
         history, resumed_patient = conversation.reopen(resume)
         patient_id = patient_id or resumed_patient
+    context: set[str] = {patient_id} if history and patient_id else set()  # patients this conversation is about
     last = None
     interrupts = Interrupts()
     with tools, interrupts.installed():
@@ -150,9 +162,21 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                 elif not lock(account, accounts):
                     return 0
                 continue
+            if line == "/prescreen":
+                if _prescreen(agent, tools, current, settings, interrupts, conversation):
+                    context.add(current.patient_id)
+                continue
             if line.startswith("/"):
+                before = current.patient_id
                 if not _command(line, current, tools, last):
                     print(f"Unknown command {line.split()[0]}.\n{HELP}")
+                opened = current.patient_id
+                if opened not in (before, None) and context - {opened}:
+                    # as the terminal does: another patient's facts never become this one's context
+                    history, context = [], set()
+                    conversation.start_new()
+                    print(f"A new conversation starts for {current.label()}; the previous one is saved "
+                          "(`appliance session --session ID` or the terminal's Ctrl+R reopen it).\n")
                 continue
             progress = Progress()
             cancel = interrupts.turn_started()
@@ -181,11 +205,45 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                 print(last.disclaimer)
             if last.model_notice:
                 print(f"[{last.model_notice}]")
+            context |= {current.patient_id} - {None}
             change = current.after_turn(last.state)
             if change:
                 print(change)
             print()
             history += [("user", line), ("assistant", last.response)]
+            context |= {current.patient_id} - {None}
+
+
+LINE_MAX_TRIALS = 3  # as the terminal's F6
+
+
+def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interrupts: "Interrupts",
+               conversation: SavedConversation) -> bool:
+    """``/prescreen``: the current patient against recruiting trials (the terminal's F6): code
+    reads the chart and decides what it can, the model judges the rest; Ctrl+C stops it."""
+    from appliance.prescreen.run import render_text, run_prescreen
+
+    if current.patient_id is None:
+        print("Make a patient current first (/patient ID or /find NAME): the prescreen reads their chart.")
+        return False
+    progress = Progress()
+    cancel = interrupts.turn_started()
+    try:
+        result = run_prescreen(agent.model, tools, current.patient_id, max_trials=LINE_MAX_TRIALS,
+                               deadline=settings.tool_deadline_seconds, cancel=cancel, progress=progress.note)
+    except GenerationCancelled:
+        print("[prescreen stopped: the session goes on]\n")
+        return False
+    except ApplianceError as exc:
+        print(f"\n[problem] {exc}", file=sys.stderr)
+        return False
+    finally:
+        interrupts.turn_ended()
+        progress.done()
+    text = render_text(result, criteria=False)
+    print(text + "\n")
+    conversation.save("/prescreen", text, kind="answer", status="complete", patient_id=current.patient_id, trace=[])
+    return True
 
 
 class Interrupts:

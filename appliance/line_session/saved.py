@@ -11,7 +11,7 @@ def session_clinician(settings: Settings):
     """Sign the clinician in when accounts exist: (account or None, the account store, the line
     saying who writes)."""
     from appliance.accounts import AccountStore
-    from appliance.sign_in import line_sign_in
+    from appliance.accounts.sign_in import line_sign_in
 
     store = AccountStore.from_settings(settings)
     if not store.exists():
@@ -22,12 +22,12 @@ def session_clinician(settings: Settings):
 
 
 class SavedConversation:
-    """The line session's conversation in the terminal's sessions store (``appliance.sessions``)."""
+    """The line session's conversation in the terminal's sessions store (``appliance.accounts.sessions``)."""
 
     SHOWN = 6  # exchanges shown again on resuming
 
     def __init__(self, model: str, path=None):
-        from appliance.sessions import SessionStore, SessionStoreError
+        from appliance.accounts.sessions import SessionStore, SessionStoreError
 
         self.model, self.session, self.store = model, None, None
         try:
@@ -36,7 +36,7 @@ class SavedConversation:
             print(f"[this conversation will not be saved: {exc}]")
 
     def _call(self, fn, *args, **kwargs):
-        from appliance.sessions import SessionStoreError
+        from appliance.accounts.sessions import SessionStoreError
 
         try:
             return fn(*args, **kwargs)
@@ -60,6 +60,10 @@ class SavedConversation:
         print()
         return [(m.role, m.text) for m in messages if m.status == "complete"], session.patient_id
 
+    def start_new(self) -> None:
+        """The next exchange starts a new saved session (this one stays saved)."""
+        self.session = None
+
     def save(self, question: str, reply: str, *, kind: str, status: str, patient_id: str | None,
              trace: list[dict]) -> None:
         if self.store is None:
@@ -73,7 +77,7 @@ class SavedConversation:
 
 def resume_problem(resume: str | None) -> str | None:
     """Why ``--session ID`` cannot be reopened (before anything starts), or None."""
-    from appliance.sessions import SessionStore, SessionStoreError
+    from appliance.accounts.sessions import SessionStore, SessionStoreError
 
     if resume is None or resume == "latest":
         return None
@@ -86,7 +90,7 @@ def resume_problem(resume: str | None) -> str | None:
 
 def lock(account, store) -> bool:
     """``/lock``: the screen cleared until the clinician's password; False when signed out."""
-    from appliance.sign_in import line_unlock
+    from appliance.accounts.sign_in import line_unlock
 
     if sys.stdout.isatty():
         print("\033[2J\033[3J\033[H", end="", flush=True)  # the screen and its scrollback

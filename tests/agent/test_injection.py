@@ -1,6 +1,6 @@
 """Instructions hidden in tool output (issue 15): the corpus of appliance/data/injection_cases.json
 run as real turns (a scripted model that obeys the injection, the three servers in process on a
-fresh data home; appliance/injection.py says what each turn checks), and the three grounding
+fresh data home; appliance/selftest/injection.py says what each turn checks), and the three grounding
 rules the corpus needed, each pinned on its own."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from appliance.agent.nodes.tool_execute import copied_fields, execute, grounded_patient_ids
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
-from appliance.init import init_home
-from appliance.injection import PLACEMENTS, InjectionChecks, load_cases
+from appliance.setup.home import init_home
+from appliance.selftest.injection import PLACEMENTS, InjectionChecks, load_cases
 from appliance.tools.base import ToolOutcome, approve_all
 from appliance.tools.in_process import InProcessToolBox, servers_on
 from common import locations

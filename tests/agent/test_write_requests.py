@@ -85,6 +85,10 @@ def test_answers_carry_the_demo_notice_and_patient_data_carries_the_chart_remind
     assert result.to_json()["model_notice"] == result.model_notice
     plain, _, _ = agent({"INTENT_CLASSIFY": [DIRECT], "SYNTHESIZE": ["Hello."]})
     assert plain.run_turn("Hello").disclaimer is None
+    # a clinical profile loses the notice only once its file passed the site's acceptance run
     clinical = Agent(ScriptedModel({"INTENT_CLASSIFY": [DIRECT], "SYNTHESIZE": ["Hello."]}),
-                     ScriptedToolBox({}, None, []), Settings(model="medgemma-1.5-4b-it"))
+                     ScriptedToolBox({}, None, []), Settings(model="medgemma-1.5-4b-it"), accepted=True)
     assert clinical.run_turn("Hello").model_notice is None
+    unaccepted = Agent(ScriptedModel({"INTENT_CLASSIFY": [DIRECT], "SYNTHESIZE": ["Hello."]}),
+                       ScriptedToolBox({}, None, []), Settings(model="medgemma-1.5-4b-it"))
+    assert "not validated for clinical use" in unaccepted.run_turn("Hello").model_notice

@@ -191,7 +191,7 @@ def test_the_ledger_is_append_only(home_db, statement, message):
 
 
 def test_the_bench_builds_a_record_of_the_size_asked_and_verifies_it():
-    from appliance.bench_tools import bench_audit_verify
+    from appliance.bench.tools import bench_audit_verify
 
     figures = bench_audit_verify(3000)
     assert figures["ok"] is True and figures["clinical_rows"] == 3000

@@ -14,7 +14,7 @@ import pytest
 
 from appliance.accounts import AccountStore
 from appliance.cli import main
-from appliance.sessions import SessionStore
+from appliance.accounts.sessions import SessionStore
 from ehr_db import audit
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database

@@ -1,9 +1,9 @@
-"""The tamper suite (``appliance.tamper``, run by `appliance selftest`): every case but the
+"""The tamper suite (``appliance.selftest.tamper``, run by `appliance selftest`): every case but the
 documented one (every copy rolled back together) is detected, and it writes only in its folder."""
 
 from __future__ import annotations
 
-from appliance.tamper import run_tamper_suite, summary
+from appliance.selftest.tamper import run_tamper_suite, summary
 from ehr_db.custody import TABLES
 
 
@@ -20,7 +20,7 @@ def test_every_case_but_the_documented_one_is_detected(tmp_path):
 
 
 def test_an_undetected_case_is_named(tmp_path, monkeypatch):
-    from appliance import tamper
+    from appliance.selftest import tamper
 
     monkeypatch.setattr(tamper, "_caught", lambda home, backups=(): "rows-patients-edit" not in str(home))
     report = run_tamper_suite(tmp_path, flips=0)

@@ -21,7 +21,7 @@ SCRIPT = {
 @pytest.fixture
 def home(appliance_home):
     """A data home with the record and the knowledge cache built (``appliance init``)."""
-    from appliance.init import init_home
+    from appliance.setup.home import init_home
 
     init_home(progress=lambda _m: None, with_model=False)
     return appliance_home

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import appliance.runtime
 from appliance.cli import main
-from appliance.init import init_home
+from appliance.setup.home import init_home
 from appliance.tools.mcp_client import MCPToolBox
 from common import locations
 from common.locations import PROJECT_ROOT

@@ -33,8 +33,8 @@ from hypothesis_jsonschema import from_schema
 
 # The selftest's own bad-input run counts the same things: its servers, watched rows
 # (every table a write or an audit event touches) and leak rule are the ones checked here.
-from appliance.bad_input import SERVERS, RowCounts, leaked
-from appliance.init import init_home
+from appliance.selftest.bad_input import SERVERS, RowCounts, leaked
+from appliance.setup.home import init_home
 from appliance.tools.in_process import servers_on
 from common import locations
 from mcp_servers.contracts import ERROR_TYPES

@@ -11,7 +11,7 @@ from appliance.safety.generated_matrix import (
     MAX_NAMES_PER_GROUP, brand_names, expected_allergy, run_generated_matrix,
 )
 from appliance.safety.rules import CLASS_INTERACTIONS
-from appliance.selftest import failures, table
+from appliance.selftest.suite import failures, table
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -32,7 +32,7 @@ def _offline() -> list[str]:
 def bundle(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("usb") / "bundle"
     build_env = {k: v for k, v in os.environ.items() if k != "APPLIANCE_NETGUARD_LOG"}  # setup may use the index
-    done = subprocess.run([sys.executable, "-m", "appliance.bundle", str(target), "--json"], cwd=PROJECT_ROOT,
+    done = subprocess.run([sys.executable, "-m", "appliance.setup.bundle", str(target), "--json"], cwd=PROJECT_ROOT,
                           env=build_env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads(done.stdout)

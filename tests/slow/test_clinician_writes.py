@@ -19,7 +19,7 @@ import pytest
 from appliance.accounts import AccountStore
 from appliance.cli import main
 from appliance.config import Settings
-from appliance.init import init_home
+from appliance.setup.home import init_home
 from appliance.llm.fake import ScriptedModel
 from common import locations
 from tests.tui.helpers import SIZE, ask, ready, wait_until

@@ -16,7 +16,7 @@ from appliance.config import Settings
 from appliance.runtime import load_model
 from appliance.tools.base import Approval
 from appliance.tools.mcp_client import MCPToolBox
-from appliance.init import init_home
+from appliance.setup.home import init_home
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.heavy]
 

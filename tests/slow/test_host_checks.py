@@ -1,11 +1,11 @@
-"""``appliance.host_checks.run_host_checks`` (the host section of ``appliance selftest``): the real
+"""``appliance.selftest.host_checks.run_host_checks`` (the host section of ``appliance selftest``): the real
 host record server and model front, on a scratch data home, refuse every request they should."""
 
 from __future__ import annotations
 
 import pytest
 
-from appliance.host_checks import _Tally, run_host_checks
+from appliance.selftest.host_checks import _Tally, run_host_checks
 
 pytestmark = pytest.mark.timeout(180)
 

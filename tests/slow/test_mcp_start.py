@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.init import init_home
+from appliance.setup.home import init_home
 from appliance.tools import processes
 from appliance.tools.mcp_client import SERVERS, MCPToolBox
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.nodes import intent_classify, result_classify, tool_select
-from appliance.agent.nodes.input_assembly import DrugDictionary, extract_entities
+from appliance.agent.nodes.input_assembly import extract_entities
+from appliance.medication.names import DrugRecogniser
 from appliance.agent.state import AgentState, ToolResult
 from appliance.config import Settings
 from common.locations import models_dir
@@ -22,7 +23,7 @@ SETTINGS = Settings()
 PATH = PROFILE.path(models_dir(), SETTINGS.model_path if SETTINGS.model == PROFILE.name else None)
 pytestmark = pytest.mark.skipif(not PATH.exists(), reason=f"production model not placed at {PATH}")
 
-DRUGS = DrugDictionary(["dofetilide", "warfarin", "aspirin", "amoxicillin", "metformin"])
+DRUGS = DrugRecogniser(["dofetilide", "warfarin", "aspirin", "amoxicillin", "metformin"])
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,7 @@ def test_tui_under_a_pty_then_resumed(tmp_path):
         assert term.drain_until_exit(timeout=30) == 0
     finally:
         term.close()
-    from appliance.sessions import SessionStore
+    from appliance.accounts.sessions import SessionStore
 
     store = SessionStore(home / "sessions.sqlite")
     session = store.latest_session()

@@ -9,7 +9,7 @@ import pytest
 
 from appliance.errors import ModelFileError
 from appliance.llm.fake import ScriptedModel
-from appliance.sessions import SessionStore
+from appliance.accounts.sessions import SessionStore
 from tests.tui.helpers import (
     IC, RC, SIZE, SY, THREE_WILSONS, TS, GatedModel, ask, intent, make_app, ready, settle, texts,
     wait_until,

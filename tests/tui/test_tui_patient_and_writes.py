@@ -8,7 +8,7 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Button, Input, OptionList, TextArea
 
-from appliance.sessions import SessionStore
+from appliance.accounts.sessions import SessionStore
 from mcp_servers.contracts import TOOL_LABELS
 from tests.tui.helpers import (
     IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, GatedModel, ask, chart, good, intent,

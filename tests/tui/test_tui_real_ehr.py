@@ -14,7 +14,7 @@ from textual.widgets import Input
 
 from common import locations
 from appliance.config import Settings
-from appliance.init import init_home
+from appliance.setup.home import init_home
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.mcp_client import MCPToolBox
 from ehr_db.repository import EhrRepository

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.sessions import SessionStore
+from appliance.accounts.sessions import SessionStore
 from tests.tui.helpers import IC, RC, SIZE, SY, ask, chart, good, intent, make_app, ready, settle, texts
 from tui.app import startup_problem
 from tui.screens.sessions import session_line

@@ -35,7 +35,7 @@ class SlowDictionaryToolBox(ScriptedToolBox):
 
 
 async def test_the_chart_and_the_servers_show_before_the_drug_dictionary_is_read(tmp_path):
-    from appliance.sessions import SessionStore
+    from appliance.accounts.sessions import SessionStore
 
     store = SessionStore(tmp_path / "sessions.sqlite")
     session = store.create_session(model="gemma3-270m", patient_id="pat-006")

@@ -150,7 +150,7 @@ def test_progress_goes_on_past_reading_through_the_index_builds(tmp_path):
 
 def test_cli_progress_bar_shows_the_stages(tmp_path, monkeypatch, capsys):
     """On stderr when it is a terminal; stdout carries only the result the caller prints."""
-    from appliance.importers import run_import
+    from appliance.setup.importers import run_import
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

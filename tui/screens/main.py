@@ -15,7 +15,7 @@ from textual.widgets import Footer, Input, Static, TextArea
 
 from appliance.agent.graph import VERIFY_WITH_CHART, used_patient_data
 from appliance.agent.state import TraceEvent
-from appliance.sessions import StoredMessage
+from appliance.accounts.sessions import StoredMessage
 from tui.actions import bindings
 from tui.widgets.attachment_bar import AttachmentBar
 from tui.widgets.chat_log import ChatLog
@@ -68,6 +68,11 @@ class MainScreen(Screen):
             yield self.patient
         yield self.trace
         yield Footer(compact=True, show_command_palette=False)  # Ctrl+P is in help: 80 columns
+
+    def show_model_notice(self, notice: str | None) -> None:
+        """The notice for the model that answers (demo, or not validated at this site), or none."""
+        self.model_notice.update(f"⚠ {notice.upper()}" if notice else "")
+        self.model_notice.display = bool(notice)
 
     def on_resize(self, event: events.Resize) -> None:
         """On a short terminal the trace folds to its latest lines first, so the conversation

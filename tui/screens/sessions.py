@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from appliance.sessions import Session
+from appliance.accounts.sessions import Session
 from appliance.wording import local_time, plural
 
 

@@ -1,5 +1,5 @@
 """The status line: model profile and load state (while loading: the stage, the hashing
-percentage and a bar), tokens per second of the last generation, the health of each MCP
+percentage and a bar; once loaded, the site's acceptance of the file), tokens per second of the last generation, the health of each MCP
 server, and at the right the signed-in clinician ("no sign-in" when the appliance has no
 clinician accounts).
 
@@ -31,6 +31,7 @@ class StatusBar(Horizontal):
         self.load_state = "loading"  # loading | ready | failed
         self.load_detail = "starting"
         self.load_fraction: float | None = None  # while hashing: the part done, 0..1
+        self.acceptance: str | None = None  # "accepted" | "not accepted" | "not measured"; None: a scripted model
         self.tokens_per_second: float | None = None
         self.health: dict[str, bool | None] = {s: None for s in SERVERS}
         self.clinician = ""
@@ -54,8 +55,8 @@ class StatusBar(Horizontal):
         self.load_state, self.load_detail, self.load_fraction = "loading", detail, fraction
         self._render_all()
 
-    def set_ready(self, seconds: float) -> None:
-        self.load_state, self.load_detail = "ready", f"{seconds:.1f} s"
+    def set_ready(self, seconds: float, acceptance: str | None = None) -> None:
+        self.load_state, self.load_detail, self.acceptance = "ready", f"{seconds:.1f} s", acceptance
         self._render_all()
 
     def set_failed(self) -> None:
@@ -80,6 +81,8 @@ class StatusBar(Horizontal):
             text.append(f" {self.stage_text()}", style="bold")
         elif self.load_state == "ready":
             text.append(" ready", style="bold green")
+            if self.acceptance:  # this site's acceptance run on the file (appliance model accept)
+                text.append(f", {self.acceptance}", style="green" if self.acceptance == "accepted" else "yellow")
         else:
             text.append(" NOT LOADED", style="bold red")
         return text

@@ -16,12 +16,12 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from appliance.agent.state import TraceEvent
-from appliance.trace_words import approval_parts, arg_word, trace_parts
+from appliance.agent.trace_words import approval_parts, arg_word, trace_parts
 
 __all__ = ["TracePanel", "approval_line", "arg_word", "detail_lines", "trace_line"]
 
 def trace_line(event: TraceEvent) -> Text:
-    """The one-line summary of a node, in clinical words (``appliance.trace_words``)."""
+    """The one-line summary of a node, in clinical words (``appliance.agent.trace_words``)."""
     return _text(trace_parts(event))
 
 

@@ -1,4 +1,4 @@
-"""``./build.sh bundle [DIR]`` (``python -m appliance.bundle DIR``): a self-contained, relocatable
+"""``./build.sh bundle [DIR]`` (``python -m appliance.setup.bundle DIR``): a self-contained, relocatable
 bundle for a machine that has never seen the network.
 
 The bundle:
@@ -41,7 +41,7 @@ from models import llama_server
 from models.profiles import get_profile
 from models.verify import verify_model_file
 
-INSTALLER = Path(__file__).resolve().parent / "data" / "install.sh"
+INSTALLER = Path(__file__).resolve().parent.parent / "data" / "install.sh"
 
 
 class BundleError(RuntimeError):

@@ -5,13 +5,13 @@ Invariants:
   tool; it asserts nothing.
 - Only successful calls are timed. A call that fails is counted (with its error type) and
   reported next to the figures, never folded into them: a fast failure is not a fast tool
-  (``appliance.bench_timing``).
+  (``appliance.bench.timing``).
 - Every tool of the three servers is measured: the agent's tools and the lookups around them
   (trial details, concept and semantic-type lookups, both drug vocabularies).
 - The 100k-concept UMLS database is built by the same importer code path as a licensed import
   (``umls_import.build_synthetic`` writes RRF rows and imports them), and searched over stdio.
 - The trial search is measured on 50,000 trials (``--trials``) imported from a bulk-download
-  zip (``appliance.bench_trials``); the trials are generated from the real sample records.
+  zip (``appliance.bench.trials``); the trials are generated from the real sample records.
 - ``audit verify`` is timed on a record of 100,000 clinical rows (the demo patients and
   synthetic observations loaded as one audited event with every row's digest): the chain, the
   ledger and every row's digest in one pass (``ehr_db.custody``), wall and CPU seconds.
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from appliance.bench_timing import DEADLINE, time_calls
+from appliance.bench.timing import DEADLINE, time_calls
 from common.locations import scratch_home
 
 # (server, tool, arguments), in report order.
@@ -157,8 +157,8 @@ def print_report(report: dict, concepts: int) -> None:
 
 def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, trials: int = 50_000,
                    verify_rows: int = 100_000) -> int:
-    from appliance.bench_trials import print_trial_section, run_trial_section
-    from appliance.init import init_home
+    from appliance.bench.trials import print_trial_section, run_trial_section
+    from appliance.setup.home import init_home
     from appliance.tools.mcp_client import MCPToolBox
     from mcp_servers.umls_import import build_synthetic
 

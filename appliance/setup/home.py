@@ -63,7 +63,7 @@ def init_home(progress: Callable[[str], None] = print, with_model: bool = True) 
 def _prepare_head_keepers() -> None:
     """The accounts and sessions databases, created and migrated through their own stores."""
     from appliance.accounts import AccountError, AccountStore
-    from appliance.sessions import SessionStore, SessionStoreError
+    from appliance.accounts.sessions import SessionStore, SessionStoreError
 
     try:
         AccountStore(locations.accounts_db_path()).prepare()

@@ -188,7 +188,7 @@ def run_scenario(sc: Scenario, model: LanguageModel, tools, settings: Settings, 
 
 
 def run_smoke(settings: Settings, as_json: bool = False) -> int:
-    from appliance.init import init_home
+    from appliance.setup.home import init_home
     from appliance.runtime import load_model
     from appliance.tools.mcp_client import MCPToolBox
 

@@ -45,7 +45,7 @@ def _write(home: Path, n: int = 1) -> None:
 
 def _build_home(home: Path) -> None:
     from appliance.accounts import AccountStore
-    from appliance.sessions import SessionStore
+    from appliance.accounts.sessions import SessionStore
     from ehr_db.repository import EhrRepository
     from ehr_db.setup import ensure_database
 

@@ -5,9 +5,9 @@ front, counted as refused as expected, allowed as expected, or let through.
 Invariants:
 - Everything runs in its own data home under the folder given (a scratch record with the demo
   patients, the knowledge database, a tokens file); the live record is never opened.
-- The record server is the host's (``python -m appliance.serve ehr --http``: the access
+- The record server is the host's (``python -m appliance.host.serve ehr --http``: the access
   middleware, the approval rules, the safety gate, the read log) on a free loopback port; the
-  model front is ``appliance.model_gate`` in front of a socket nothing listens on, so a request
+  model front is ``appliance.host.model_gate`` in front of a socket nothing listens on, so a request
   it lets through is answered 503 by the front itself and never reaches a model.
 - Each case says what must happen; ``let_through`` counts requests that should have been
   refused and were not, ``failed`` names every case whose outcome was not the expected one.
@@ -164,7 +164,7 @@ def _record_checks(tally: _Tally, home: Path, env: dict) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     db = home / "ehr.sqlite"
-    argv = [sys.executable, "-m", "appliance.serve", "ehr", "--db", str(db), "--http", f"127.0.0.1:{port}"]
+    argv = [sys.executable, "-m", "appliance.host.serve", "ehr", "--db", str(db), "--http", f"127.0.0.1:{port}"]
     with _process(argv, env, home / "record-server.log") as proc:
         _wait(lambda: _get(url.replace("/mcp", "/"), None) != 0, proc, home / "record-server.log")
         status, result = mcp_call(url, "search_patient", {"name": "Maria Garcia"})
@@ -211,7 +211,7 @@ def _model_checks(tally: _Tally, home: Path, env: dict) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="appliance-hc-") as folder:
-        argv = [sys.executable, "-m", "appliance.model_gate", "--bind", "127.0.0.1", "--port", str(port),
+        argv = [sys.executable, "-m", "appliance.host.model_gate", "--bind", "127.0.0.1", "--port", str(port),
                 "--socket", str(Path(folder) / "nothing.sock")]
         with _process(argv, {**env, "APPLIANCE_MODEL_UPSTREAM_KEY": "unused"}, home / "model-front.log") as proc:
             _wait(lambda: _get(url + "/health", None) != 0, proc, home / "model-front.log")
@@ -249,6 +249,6 @@ def run_host_checks(workdir: Path) -> dict:
     return tally.report(time.monotonic() - started)
 
 
-if __name__ == "__main__":  # a manual run: python -m appliance.host_checks
+if __name__ == "__main__":  # a manual run: python -m appliance.selftest.host_checks
     with tempfile.TemporaryDirectory(prefix="appliance-host-checks-") as scratch:
         print(json.dumps(run_host_checks(Path(scratch)), indent=2))

@@ -266,7 +266,7 @@ def criteria_throughput(model, rows: int = CRITERIA_ROWS, parallel: int = 8) -> 
 
 def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeats: int = 3,
               criteria: int = CRITERIA_ROWS) -> int:
-    from appliance.init import init_home
+    from appliance.setup.home import init_home
     from appliance.runtime import load_model
     from appliance.tools.mcp_client import MCPToolBox
 

@@ -5,7 +5,7 @@ Invariants:
 - The servers listen on consecutive ports from ``--port``: ``ehr`` on P, ``umls`` on P+1,
   ``knowledge`` on P+2, each at ``/mcp``, and the model on P+3; ``host_urls`` makes the same
   URLs from the one URL a terminal is given, so the two sides cannot disagree.
-- The model on P+3 is ``appliance.model_gate``: it checks every request's key against the
+- The model on P+3 is ``appliance.host.model_gate``: it checks every request's key against the
   terminals file (revocation is immediate; nothing stored is a usable key) and passes it to
   llama.cpp's ``llama-server`` (``models.llama_server``), which listens only on a Unix socket
   in a private temporary folder and asks for a key made for this run. Without tokens
@@ -73,10 +73,10 @@ class ModelServer:
 
 
 def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, slots: int) -> ModelServer:
-    """llama-server on a private socket behind ``appliance.model_gate`` on ``bind:port``;
+    """llama-server on a private socket behind ``appliance.host.model_gate`` on ``bind:port``;
     ``ApplianceError`` when it cannot be started."""
     from appliance.config import Settings
-    from appliance.model_gate import UPSTREAM_KEY_ENV
+    from appliance.host.model_gate import UPSTREAM_KEY_ENV
     from appliance.runtime import model_files
     from models import llama_server
     from models.gguf_info import ModelIdentityError, check_identity
@@ -101,7 +101,7 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
         model=files.path, alias=files.profile.name, host=str(socket_path), port=port, n_ctx=files.profile.n_ctx,
         slots=slots, threads=settings.n_threads))
     key = secrets.token_urlsafe(32)
-    gate_argv = [sys.executable, "-m", "appliance.model_gate", "--bind", bind, "--port", str(port),
+    gate_argv = [sys.executable, "-m", "appliance.host.model_gate", "--bind", bind, "--port", str(port),
                  "--socket", str(socket_path)]
     if tls:
         gate_argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
@@ -196,13 +196,13 @@ def serve(bind: str, port: int, tls: tuple[Path, Path] | None = None, *, slots: 
 
 
 def _run(bind: str, port: int, tls: tuple[Path, Path] | None, model_server: ModelServer | None) -> int:
-    from appliance.init import init_home
+    from appliance.setup.home import init_home
 
     init_home(progress=lambda _m: None, with_model=False)  # idempotent: the host holds the record
     extra = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
     procs = {}
     for i, name in enumerate(SERVERS):  # the record through this module: it runs the safety gate
-        module = ["appliance.serve", "ehr"] if name == "ehr" else [f"mcp_servers.{name}"]
+        module = ["appliance.host.serve", "ehr"] if name == "ehr" else [f"mcp_servers.{name}"]
         procs[name] = subprocess.Popen([sys.executable, "-m", *module, "--http", f"{bind}:{port + i}", *extra],
                                        cwd=PROJECT_ROOT)
     if model_server is not None:  # its log at verbosity 1: start-up and errors, never a request's text
@@ -257,7 +257,7 @@ def _host_ehr(argv: list[str]) -> int:
     return ehr.main(argv)
 
 
-if __name__ == "__main__":  # ``python -m appliance.serve ehr --http HOST:PORT``: run by ``serve``
+if __name__ == "__main__":  # ``python -m appliance.host.serve ehr --http HOST:PORT``: run by ``serve``
     if sys.argv[1:2] != ["ehr"]:
-        sys.exit("python -m appliance.serve ehr --http HOST:PORT (run by `appliance serve`)")
+        sys.exit("python -m appliance.host.serve ehr --http HOST:PORT (run by `appliance serve`)")
     sys.exit(_host_ehr(sys.argv[2:]))

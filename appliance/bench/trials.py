@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from appliance.bench_timing import DEADLINE, Timing, percentiles, time_calls
+from appliance.bench.timing import DEADLINE, Timing, percentiles, time_calls
 
 KEYWORDS = ("pregnancy", "informed consent", "platelet", "chemotherapy", "life expectancy", "ECOG",
             "creatinine", "bilirubin", "hemodialysis", "smoker")

@@ -1,4 +1,4 @@
-"""Latency figures shared by ``bench_tools`` and ``bench_trials``: calls timed over stdio, p50/p95.
+"""Latency figures shared by ``bench.tools`` and ``bench.trials``: calls timed over stdio, p50/p95.
 
 Invariant: only answers are timed; a failed call is counted by its error type and reported next
 to the figures, never folded into them (a fast failure is not a fast tool).

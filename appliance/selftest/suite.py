@@ -12,15 +12,15 @@ Invariants:
 - In order: (1) the safety matrix (``appliance.safety.matrix``) on the fresh databases, before
   anything writes to them, and the generated matrix beside it
   (``appliance.safety.generated_matrix``: brand and combination names against the demo patients
-  each curated rule endangers); (2) bad inputs (``appliance.bad_input``): generated calls to
-  every tool of the three servers, in process; (3) the injection corpus (``appliance.injection``);
+  each curated rule endangers); (2) bad inputs (``appliance.selftest.bad_input``): generated calls to
+  every tool of the three servers, in process; (3) the injection corpus (``appliance.selftest.injection``);
   (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
   is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
-  then the file checked; (6) faults (``appliance.tools.faults``): the EHR server crashed
+  then the file checked; (6) faults (``appliance.selftest.faults``): the EHR server crashed
   mid-call, hung past the deadline and killed between calls, through the agent's MCP client;
-  (7) the tamper suite (``appliance.tamper``): clinical rows edited, deleted and inserted, the
+  (7) the tamper suite (``appliance.selftest.tamper``): clinical rows edited, deleted and inserted, the
   record rolled back, backups with flipped bytes, each on its own data home, each to be caught;
-  (8) the clinic host (``appliance.host_checks``): requests without or with a revoked token, forged
+  (8) the clinic host (``appliance.selftest.host_checks``): requests without or with a revoked token, forged
   approvers and audit events, writes past the safety gate, each to be refused.
 - The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
   either matrix missed a finding or reported a dangerous prescription clear, an injection case
@@ -44,7 +44,7 @@ from ehr_db.durability import WRITER_THREADS
 
 DEFAULT_BAD_INPUTS = 800
 DEFAULT_CRASH_WRITES = 200
-DEFAULT_FAULT_ROUNDS = 2  # rounds of the three fault kinds (appliance.tools.faults)
+DEFAULT_FAULT_ROUNDS = 2  # rounds of the three fault kinds (appliance.selftest.faults)
 MAX_PROBLEMS_SHOWN = 20  # failed generated-matrix cases kept in the output (the counts cover them all)
 
 
@@ -52,7 +52,7 @@ MAX_PROBLEMS_SHOWN = 20  # failed generated-matrix cases kept in the output (the
 def _home() -> Iterator[Path]:
     """A fresh data home in a temporary folder (``common.locations.scratch_home``), initialised."""
     with scratch_home("appliance-selftest-") as home:
-        from appliance.init import init_home
+        from appliance.setup.home import init_home
 
         init_home(progress=lambda message: None, with_model=False)
         yield home
@@ -71,7 +71,7 @@ def _generated_matrix(home: Path) -> dict:
 
 
 def _injection(home: Path) -> dict:
-    from appliance.injection import run_corpus
+    from appliance.selftest.injection import run_corpus
     from appliance.tools.in_process import InProcessToolBox
 
     tables = ("medication_requests", "allergy_intolerances", "document_references")
@@ -121,20 +121,20 @@ def _durability(home: Path, writes: int) -> dict | None:
 def _faults(home: Path, rounds: int) -> dict | None:
     if rounds <= 0:
         return None
-    from appliance.tools.faults import fault_drill
+    from appliance.selftest.faults import fault_drill
 
     return fault_drill(home, rounds)
 
 
 def _host() -> dict:
-    from appliance.host_checks import run_host_checks
+    from appliance.selftest.host_checks import run_host_checks
 
     with tempfile.TemporaryDirectory(prefix="appliance-host-") as work:
         return run_host_checks(Path(work))
 
 
 def _tamper() -> dict:
-    from appliance.tamper import run_tamper_suite
+    from appliance.selftest.tamper import run_tamper_suite
 
     with tempfile.TemporaryDirectory(prefix="appliance-tamper-") as work:
         return run_tamper_suite(Path(work))
@@ -144,7 +144,7 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
                  fault_rounds: int = DEFAULT_FAULT_ROUNDS,
                  progress: Callable[[str], None] = lambda message: None) -> dict:
     """Run every check (module docstring); the figures, as ``--json`` prints them."""
-    from appliance.bad_input import run_bad_inputs
+    from appliance.selftest.bad_input import run_bad_inputs
     from appliance.tools.in_process import servers_on
 
     out: dict = {"errors": [], "not_run": [], "seconds": {}}
@@ -255,7 +255,7 @@ def _row(check: str, result: str, ok: bool | None) -> str:
 
 
 def tamper_summary(report: dict) -> str:
-    from appliance.tamper import summary
+    from appliance.selftest.tamper import summary
 
     return summary(report)
 

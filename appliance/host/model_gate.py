@@ -117,10 +117,10 @@ async def _relay(response, gone: asyncio.Future):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m appliance.model_gate``: run by ``appliance serve``, not by hand."""
+    """``python -m appliance.host.model_gate``: run by ``appliance serve``, not by hand."""
     from mcp_servers.access import Gate, is_loopback, tokens_path
 
-    parser = argparse.ArgumentParser(prog="python -m appliance.model_gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m appliance.host.model_gate", description=__doc__.splitlines()[0])
     parser.add_argument("--bind", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--socket", type=Path, required=True, help="llama-server's Unix socket")

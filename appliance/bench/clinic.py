@@ -58,7 +58,7 @@ def _free_ports(count: int) -> int:
 @contextmanager
 def clinic_host(settings: Settings, home: Path, slots: int) -> Iterator[str]:
     """``appliance serve`` on loopback over ``home``; yields its URL once every server answers."""
-    from appliance.serve import SERVERS, host_urls
+    from appliance.host.serve import SERVERS, host_urls
 
     port = _free_ports(len(SERVERS) + 1)
     env = {**os.environ, "APPLIANCE_HOME": str(home), "APPLIANCE_MODEL": settings.model}
@@ -102,7 +102,7 @@ def _wait(proc: subprocess.Popen, log: Path, urls: list[str], seconds: float = 1
 def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path: int) -> list[dict]:
     """One terminal's turns (its own agent and MCP client), each timed."""
     from appliance.agent.graph import Agent
-    from appliance.bench import RecordingModel, _path_overrides
+    from appliance.bench.decoding import RecordingModel, _path_overrides
     from appliance.tools.base import deny_all
     from appliance.tools.mcp_client import MCPToolBox
 
@@ -152,10 +152,10 @@ def _figures(turns: list[dict], wall: float, terminals: int) -> dict:
 
 
 def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
-    from appliance.init import init_home
+    from appliance.setup.home import init_home
     from appliance.llm.server import ServerModel
     from appliance.runtime import load_model
-    from appliance.serve import host_urls
+    from appliance.host.serve import host_urls
 
     if not terminals or any(n < 1 or n > 16 for n in terminals) or turns < 1:
         raise ApplianceError("--terminals takes counts from 1 to 16 (e.g. 1,2,4) and --turns at least 1")
