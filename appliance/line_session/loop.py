@@ -184,7 +184,7 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                 # The answer is printed once checked (synthesize's guards), never streamed unchecked.
                 last = agent.run_turn(line, history=history, patient_id=current.patient_id,
                                       on_event=progress.event, cancel=cancel)
-            except TurnCancelled:
+            except (TurnCancelled, GenerationCancelled):  # stopped between steps, or mid-generation
                 progress.done()
                 print("[answer stopped: nothing more was done; the session goes on]\n")
                 conversation.save(line, "(cancelled)", kind="answer", status="cancelled",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.sessions import SessionStore
+from appliance.accounts.sessions import SessionStore
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +87,15 @@ def test_a_wrong_password_at_sign_in_states_the_lock_policy(home):
     assert done.returncode != 0
     assert "Unknown clinician or wrong password. After 5 wrong passwords in a row an account locks for 15 minutes." \
         in done.stdout + done.stderr
+
+
+def test_opening_another_patient_starts_a_new_saved_conversation(home):
+    script = {"INTENT_CLASSIFY": [DIRECT, DIRECT], "SYNTHESIZE": ["Answer one.", "Answer two."]}
+    done = run(home, "session", "--patient", "abc-123",
+               lines=["What is hypertension?", "/patient pat-006", "What is asthma?", "/quit"], script=script)
+    assert done.returncode == 0, done.stderr
+    assert "A new conversation starts for pat-006 (Emily Johnson); the previous one is saved" in done.stdout
+    store = SessionStore(home / "sessions.sqlite")
+    sessions = {s.patient_id: store.history(s.id) for s in store.list_sessions()}
+    assert sessions == {"abc-123": [("user", "What is hypertension?"), ("assistant", "Answer one.")],
+                        "pat-006": [("user", "What is asthma?"), ("assistant", "Answer two.")]}
