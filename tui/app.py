@@ -1,7 +1,6 @@
-"""The clinic terminal app: turns and their message handlers. The model, tools and server
-health (``tui.services``), sessions (``tui.sessions``), the patient context
-(``tui.patients``) and the clinician's sign-in and lock (``tui.clinician``) are mixins of the
-same app.
+"""The clinic terminal app: turns and their message handlers. The model, tools and server health
+(``tui.services``), sessions (``tui.sessions``), the patient context (``tui.patients``) and the
+clinician's sign-in and lock (``tui.clinician``) are mixins of the same app.
 
 Invariants:
 - The model load, tool start-up, health checks, chart loads and every agent turn run in
