@@ -18,8 +18,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import cache
 
-from appliance.llm.grammar import _CHAR, _FIRST_CHAR, _UNBOUNDED_STRING_CAP, OutputSchema, _raw, check_grammar
+from pydantic import BaseModel
+
+from appliance.llm.grammar import _CHAR, _FIRST_CHAR, _UNBOUNDED_STRING_CAP, OutputSchema, _raw, check_grammar, output_schema
 
 _NUMBER = re.compile(r"-?[0-9]*(\.[0-9]*)?")
 
@@ -235,10 +238,6 @@ class _Walker:
         lo, hi = int(schema.get("minItems", 0)), int(schema.get("maxItems", 16))
         while True:
             if pos == len(text):  # after '[' or after an item
-                if have == 0 and lo == 0:
-                    raise _Ends([_lit("]")])
-                if have == 0:
-                    raise _Ends(self._items_then_close(schema, 0))
                 raise _Ends(self._items_then_close(schema, have))
             if text[pos] == "]" and have >= lo:
                 return pos + 1
@@ -267,20 +266,21 @@ def closing(derived: OutputSchema, prefix: str) -> Closing | None:
     (it is not a prefix of the schema's language)."""
     walker = _Walker(derived.defs)
     try:
-        end = walker.value(derived.json_schema, prefix, 0)
+        walker.value(derived.json_schema, prefix, 0)
     except _Ends as ends:
         piece = _join(ends.pieces)
-        if not piece.example and not piece.longest:
-            return None  # a top-level number needs nothing more: never the case for an object
         grammar = f"root ::= {piece.gbnf}\n"
         check_grammar(grammar)
         return Closing(grammar, piece.longest, piece.example)
     except _Mismatch:
         return None
-    return None if end == len(prefix) else None
+    return None  # whole already (or trailing text no grammar allows)
 
 
-def closing_reserve(derived: OutputSchema) -> int:
-    """Most characters an ending can take, from any cut point, plus one for the end of the
-    stream: a caller that keeps this many tokens back from its budget stays within it."""
+@cache
+def closing_reserve(schema: type[BaseModel]) -> int:
+    """Most characters an ending of ``schema``'s output can take, from any cut point, plus one
+    for the end of the stream: a caller that keeps this many tokens back stays within its
+    budget. Derived once per class (the server asks on every constrained call)."""
+    derived = output_schema(schema)
     return _Walker(derived.defs).worst(derived.json_schema) + 1

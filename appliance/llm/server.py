@@ -198,7 +198,7 @@ class ServerModel:
         # never more than half the budget, and end a cut output in a second, bounded call.
         first = max_tokens
         if max_output_chars(schema) >= max_tokens:
-            first = max(max_tokens - closing_reserve(derived), max_tokens // 2, 1)
+            first = max(max_tokens - closing_reserve(schema), max_tokens // 2, 1)
         text, stats = self._complete(node, messages, temperature, first, cancel, grammar=derived.grammar)
         if stats.finish_reason == "length" and not accepts(schema, text):
             ending = closing(derived, text)

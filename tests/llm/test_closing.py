@@ -65,7 +65,7 @@ def test_every_cut_of_an_accepted_output_can_be_ended(schema, data):
     derived = output_schema(schema)
     text = compact(data.draw(values(derived.json_schema, derived.defs)))
     assert accepts(schema, text), text
-    reserve = closing_reserve(derived)
+    reserve = closing_reserve(schema)
     for cut in range(len(text)):
         prefix = text[:cut]
         ending = closing(derived, prefix)

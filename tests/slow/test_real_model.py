@@ -189,12 +189,12 @@ def test_a_budget_below_the_longest_output_still_gives_a_valid_object(model):
     is ended by a second, short request (appliance.llm.closing): always an object, never half."""
     from appliance.agent.schemas import ResultAssessment
     from appliance.llm.closing import closing_reserve
-    from appliance.llm.grammar import accepts, output_schema
+    from appliance.llm.grammar import accepts
     from appliance.llm.prompt import Message
 
     messages = [Message("system", "Summarise at great length. Answer with JSON only."),
                 Message("user", "Describe every finding of a long chart in detail.")]
-    reserve = closing_reserve(output_schema(ResultAssessment))
+    reserve = closing_reserve(ResultAssessment)
     closed = []
     for budget in (24, 40, 64, 96):
         out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
