@@ -24,13 +24,9 @@ import re
 
 from appliance.agent.dictation import instruction_text
 from appliance.agent.state import AgentState
-from appliance.agent.write_requests import PRESCRIBE, write_requests
+from appliance.agent.write_requests import PRESCRIBE, PRESCRIBING_VERB, write_requests
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import Order, parse_order
-
-# The verb that opens a prescribing clause (write_requests' PRESCRIBE rule decides that there is one).
-_PRESCRIBING_VERB = re.compile(r"\b(?:re-?prescribe|prescribe|start|commence|initiate|put)\b", re.IGNORECASE)
-
 
 # A word shaped like a record ID but too short to be recognised as one in text ("pat-7"): the
 # clinician may have typed an ID, so the open patient is not code's answer (the model's pick is
@@ -60,7 +56,7 @@ def prescribing_order(query: str, drugs: DrugRecogniser) -> Order | None:
     if PRESCRIBE not in write_requests(query):
         return None
     head = instruction_text(query)
-    verbs = list(_PRESCRIBING_VERB.finditer(head))
+    verbs = list(PRESCRIBING_VERB.finditer(head))
     start = verbs[0].start() if verbs else 0
     # ``instruction_text`` only replaces dictated text after the verb, so offsets before it agree.
     order = parse_order(query[start:], drugs)

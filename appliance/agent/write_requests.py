@@ -10,6 +10,11 @@ Invariants:
   prescribe ..."), optionally after a politeness ("please", "can you", "go ahead and").
 - Dictated text is data: the words are read through ``dictation.instruction_text``, so what
   follows "note:" or sits inside quotes never makes a request.
+- A prescription is asked for by "prescribe ..." / "Rx: ...", by "start/put/commence/initiate
+  <patient> on ...", or by an order verb ("start", "begin", "order", "give", "add", "restart",
+  "resume", ...) followed by a treatment and a dose ("start metformin 500 mg twice daily",
+  "order amoxicillin 500mg TID"); an order verb with no dose after a word ("order a CBC", "give
+  me her chart", "start a new session") is not one.
 """
 
 from __future__ import annotations
@@ -27,8 +32,18 @@ _CLAUSE_SPLIT = re.compile(r"(?:[.;!?\n]|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)
 _RULES: tuple[tuple[str, re.Pattern], ...] = (
     (ALLERGY, re.compile(_LEAD + r"(?:add|record|document|log|enter|note|flag|chart)\b.*\b(?:allerg\w*|intoleran\w*|anaphyla\w*)", re.IGNORECASE)),
     (NOTE, re.compile(_LEAD + r"(?:save|write|add|document|record|enter|file|create|draft|log)\b.*\bnote\b", re.IGNORECASE)),
-    (PRESCRIBE, re.compile(_LEAD + r"(?:prescribe|re-?prescribe|start|commence|initiate|put)\b(?!\s+(?:a|the)\s+note)", re.IGNORECASE)),
+    (PRESCRIBE, re.compile(_LEAD + r"(?:prescribe|re-?prescribe|rx\b\s*:?|start|commence|initiate|put|begin|order|give|add|restart|resume)\b(?!\s+(?:a|the)\s+note)", re.IGNORECASE)),
 )
+
+# The verbs that may open a prescribing clause (``appliance.agent.orders`` finds the clause with it).
+PRESCRIBING_VERB = re.compile(r"\b(?:re-?prescribe|prescribe|rx\b|start|commence|initiate|put|begin|order|give|add|restart|resume)\b", re.IGNORECASE)
+
+# An amount after at least one word of treatment: "metformin 500 mg", "amoxicillin 500mg",
+# "ceftriaxone 1 g", "salbutamol 2 puffs"; "order 2 units" (a number straight after the verb) is not.
+_DOSE_AFTER_A_NAME = re.compile(
+    r"^\S+\s+(?:[a-z][\w\-/]*\s+){1,4}?\d+(?:[.,]\d+)?(?:\s*/\s*\d+(?:[.,]\d+)?)?\s*"
+    r"(?:mg|mcg|µg|ug|g|gm|grams?|milligrams?|micrograms?|ml|mL|units?|iu|meq|mmol|tabs?|tablets?|caps?|capsules?|puffs?|drops?|sprays?|patch(?:es)?|mg/kg|%)\b",
+    re.IGNORECASE)
 
 
 def _clauses(text: str) -> list[str]:
@@ -56,9 +71,12 @@ def _names_a_treatment(clause: str) -> bool:
     """'start him on metformin' or 'prescribe amoxicillin' ask for a prescription; 'start a new
     session' or 'put the chart up' do not."""
     lowered = re.sub("^" + _LEAD, "", clause.lower())
-    if lowered.split(" ", 1)[0] in ("prescribe", "re-prescribe", "represcribe"):
+    verb = re.split(r"[\s:]", lowered, maxsplit=1)[0]
+    if verb in ("prescribe", "re-prescribe", "represcribe", "rx"):
         return True
-    return bool(re.search(r"\b(?:on|with)\s+\w", lowered))
+    if verb in ("start", "commence", "initiate", "put", "restart", "resume") and re.search(r"\b(?:on|with)\s+\w", lowered):
+        return True
+    return bool(_DOSE_AFTER_A_NAME.match(lowered))
 
 
 NOT_CHANGED = "The record was not changed."

@@ -25,6 +25,18 @@ from appliance.tools.scripted import ScriptedToolBox
     ("Save a note: asked about interactions with warfarin; prescribe nothing today", (NOTE,)),
     ("Can you add a note that she declined the flu vaccine", (NOTE,)),
     ("Add a latex allergy and prescribe cetirizine 10 mg daily", (ALLERGY, PRESCRIBE)),
+    # an order verb followed by a treatment and a dose is an order (seen answered "DIRECT")
+    ("Start metformin 500 mg twice daily", (PRESCRIBE,)),
+    ("start metformin 500mg bid", (PRESCRIBE,)),
+    ("Begin lisinopril 10 mg daily", (PRESCRIBE,)),
+    ("Order amoxicillin 500 mg TID", (PRESCRIBE,)),
+    ("Give ceftriaxone 1 g IV daily", (PRESCRIBE,)),
+    ("Can you give her ibuprofen 400 mg q8h prn", (PRESCRIBE,)),
+    ("Add atorvastatin 40 mg at night", (PRESCRIBE,)),
+    ("add salbutamol 2 puffs q4-6h prn", (PRESCRIBE,)),
+    ("start insulin glargine 10 units at night", (PRESCRIBE,)),
+    ("Resume warfarin 5 mg daily", (PRESCRIBE,)),
+    ("Rx: amoxicillin 500 mg tid", (PRESCRIBE,)),
     # questions and reads are not requests to write
     ("Is warfarin 10 mg once daily safe for this patient?", ()),
     ("Should I prescribe amoxicillin?", ()),
@@ -32,6 +44,15 @@ from appliance.tools.scripted import ScriptedToolBox
     ("Check interactions between warfarin and aspirin", ()),
     ("Pull up his chart and check his meds", ()),
     ("Start a new session", ()),
+    # an order verb without a dose after a treatment's name is not one
+    ("Order a CBC", ()),
+    ("Order an HbA1c in 3 months", ()),
+    ("Order 2 units of blood", ()),
+    ("Give me her chart", ()),
+    ("give me the last 5 labs", ()),
+    ("Give a summary of the last 3 visits", ()),
+    ("Should I give her ibuprofen 400 mg?", ()),
+    ("Is it ok to start metformin 500 mg?", ()),
     ('He said "prescribe me something strong"', ()),  # quoted words are data
 ])
 def test_write_requests(text, expected):

@@ -36,6 +36,8 @@ ORDERS = (
     ("pat-001", "Prescribe omeprazole 20 mg daily before breakfast", "omeprazole", "20 mg", "daily"),
     ("pat-009", "prescribe ibuprofen 400mg PO q8h prn pain", "ibuprofen", "400mg", "q8h"),
     ("pat-020", "Start her on ferrous sulfate 325 mg every other day", "ferrous sulfate", "325 mg", "every other day"),
+    ("abc-123", "Start metformin 500 mg twice daily", "metformin", "500 mg", "twice daily"),
+    ("pat-006", "Order amoxicillin 500 mg TID", "amoxicillin", "500 mg", "TID"),
 )
 
 
