@@ -17,8 +17,10 @@ Invariants (a pure function of the fact and the criterion's text):
   something is absent, a recorded allergy only that it is present, the sex only that a
   criterion about the other sex does not apply (being female shows no pregnancy), and the age
   only what the criterion's own age bound says of it (a 68-year-old is no reason to fail "any
-  patient 18 to 99 year old with ..."; an age with no bound code can read shows nothing). A
-  fact cited for the other direction does not support the answer.
+  patient 18 to 99 year old with ..."; an age with no bound code can read shows nothing), and a
+  problem shows a condition present only when it names the criterion's kind of condition
+  (``vocab.CONDITION_KINDS``: chronic kidney disease is no "kidney transplant") or is the same
+  concept. A fact cited for the other direction does not support the answer.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _LIFE = re.compile(vocab.LIFE_WORDS)
 _CONDITION = re.compile(r"diseas|disorder|histor|diagnos|syndrome|condition|infection|cancer|transplant|failure|"
                         r"injur|surgery|malignan|illness|comorbid|insufficien|impairment|dysfunction")
 _TOPICS = {name: (re.compile(c), re.compile(f, re.I)) for name, (c, f) in vocab.TOPICS.items()}
+_KINDS = re.compile(vocab.CONDITION_KINDS)
 _WORD = re.compile(r"[a-z][a-z0-9'-]{3,}")
 
 
@@ -144,6 +147,11 @@ def supports(fact: Fact, criterion_text: str, criterion_type: str, answer: str) 
         return holds == negated
     if fact.kind == "allergy":  # a recorded allergy: a presence
         return holds != negated
+    if fact.kind == "problem" and holds != negated:  # the condition shown present
+        kinds = set(_KINDS.findall(criterion))
+        words = _subject_words(fact).lower()
+        if kinds and not kinds & set(_KINDS.findall(words)) and not _named_alike(fact, words, criterion):
+            return False
     if fact.id == "D1":
         return _age_points(fact, criterion, holds)
     if fact.id == "D2":

@@ -193,6 +193,12 @@ TOPICS: dict[str, tuple[str, str]] = {
                r"cancer|carcinoma|malignan|tumou?r|neoplas|tamoxifen|lymphoma"),
     "immunity": (r"immunosupp|steroid|rheumat|autoimmun|methotrexate|biologic", r"prednis|methotrexate|rheumat"),
 }
+# Kinds of condition that a problem on the list must itself name to show that the criterion's
+# condition is present (``relevance.supports``): chronic kidney disease shares the "kidney" topic
+# with "kidney transplant" but is no transplant; hypertensive heart disease is no heart failure.
+CONDITION_KINDS = r"transplant|dialysis|failure|cancer|carcinoma|malignan|tumou?r|neoplas|metasta|lymphoma|leuk(?:a)?emi|" \
+                  r"infarct|stroke|amputat|resect|surgery|stent|bypass|pacemaker|implant|cirrho|ulcer|fractur|" \
+                  r"h(?:a)?emorrhag|bleed|thrombos|embol|aneurysm|sepsis|hiv|hepatitis|tubercul"
 # Topics that only some kinds of fact can carry.
 AGE_WORDS = r"\bage[sd]?\b|\byears? old\b|\byear-old\b|\byears? of age\b|\badults?\b|\bchild(?:ren|hood)?\b(?!-)|\belderly\b|\bolder\b|" \
             r"\byounger\b|\binfants?\b|\bpa?ediatric|\bneonat|\bjuvenile|\d+\s*(?:\+|years?|yrs?)\b"

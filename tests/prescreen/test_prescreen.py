@@ -117,15 +117,25 @@ def test_a_judgement_citing_only_facts_that_do_not_concern_the_criterion_is_unkn
     ("inclusion", "Any patient 18 to 99 year old with a diagnosis of pleural effusion", "no", "D1", "unknown"),
     ("inclusion", "Any patient 18 to 60 year old with a diagnosis of pleural effusion", "no", "D1", "fails"),
     ("inclusion", "Healthy volunteers matched for age (± 10 years) and gender", "no", "D1", "unknown"),
+    # a problem shows a condition present only when it names that kind of condition (seen: "Kidney
+    # transplant: yes [chronic kidney disease stage 3]" excluded John Smith)
+    ("exclusion", "Kidney transplant", "yes", "P1", "unknown"),
+    ("exclusion", "History of heart failure", "yes", "P2", "unknown"),
+    ("exclusion", "Chronic kidney disease stage 4 or 5, or dialysis", "yes", "P1", "fails"),
+    ("inclusion", "Chronic kidney disease", "yes", "P1", "passes"),
 ])
 def test_a_cited_fact_supports_only_the_direction_it_points(kind, criterion, answer, cited, standing):
     facts = build_facts({"patient": {"patient_id": "x-1", "age": 68, "sex": "male"}, "allergies": [],
                          "active_problems": []})
     allergic = build_facts({"patient": {"patient_id": "x-2", "age": 68, "sex": "male"},
                             "allergies": [{"substance": "Penicillin", "reaction": "hives"}]})
+    ill = build_facts({"patient": {"patient_id": "x-3", "age": 68, "sex": "male"}, "allergies": [],
+                       "active_problems": [{"display": "Chronic kidney disease stage 3", "snomed_code": "433144002"},
+                                           {"display": "Hypertensive heart disease", "snomed_code": "64715009"}]})
     reply = inc(answer, (cited,)) if kind == "inclusion" else exc(answer, (cited,))
     model = ScriptedModel({INC if kind == "inclusion" else EXC: [reply]})
-    judged = evaluate_criterion(model, allergic if cited == "A1" else facts, criterion, kind)
+    judged = evaluate_criterion(model, allergic if cited == "A1" else ill if cited.startswith("P") else facts,
+                                criterion, kind)
     assert judged.verdict == standing, judged.note
 
 
