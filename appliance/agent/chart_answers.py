@@ -26,7 +26,10 @@ TOPICS: dict[str, re.Pattern] = {
     "allergies": re.compile(r"\ballerg\w*|\bintoleran\w*|\banaphyla\w*|\badverse reactions?\b", re.I),
     "medications": re.compile(r"\bmed(?:ication)?s\b|\bmedication\b|\bprescriptions?\b|\btaking\b|"
                               r"\bwhat (?:is|'s) (?:she|he|they|the patient) on\b|\bcurrent therapy\b|"
-                              r"\b(?:she|he|they|patient) (?:is|are) on\b", re.I),
+                              r"\b(?:she|he|they|patient) (?:is|are) on\b|"
+                              r"\b(?:is|are) (?:she|he|they|the patient) (?:on|taking|using)\b|"
+                              r"\b(?:does|do) (?:she|he|they|the patient) (?:take|use)\b|"
+                              r"\bblood thinners?\b|\banticoagula\w*", re.I),
     "problems": re.compile(r"\bproblems?\b|\bconditions?\b|\bdiagnos\w*|\b(?:medical|past) history\b|\bpmh\b|"
                            r"\bcomorbid\w*", re.I),
     "labs": re.compile(rf"\b(?:{_LAB_WORDS})\b", re.I),
@@ -37,6 +40,11 @@ TOPICS: dict[str, re.Pattern] = {
                           r"(?:patient'?s )?chart\b|\bwhat'?s in (?:the|her|his|their) chart\b", re.I),
 }
 ORDER = ("allergies", "medications", "problems", "labs", "vitals", "notes")
+# "Does he have diabetes?", "is she diabetic?": a question about a condition, when the words ask
+# about no other section ("does he have any allergies?" is about allergies).
+_HAS_CONDITION = re.compile(r"\b(?:does|do) (?:she|he|they|the patient) have\b|\bhas (?:she|he|they|the patient) "
+                            r"(?:got|had|been diagnosed)\b|\b(?:is|are) (?:she|he|they|the patient) (?:\w+ )?"
+                            r"(?:diabetic|hypertensive|asthmatic|anaemic|anemic|pregnant|epileptic|obese)\b", re.I)
 
 
 def chart_topics(query: str) -> tuple[str, ...]:
@@ -46,6 +54,8 @@ def chart_topics(query: str) -> tuple[str, ...]:
         return ()
     text = instruction_text(query)
     found = {topic for topic, pattern in TOPICS.items() if pattern.search(text)}
+    if not found and _HAS_CONDITION.search(text):
+        found = {"problems"}
     if "summary" in found:
         return ORDER
     return tuple(t for t in ORDER if t in found)

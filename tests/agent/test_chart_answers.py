@@ -27,10 +27,19 @@ TOPICS = [
     ("Summarise the chart", ORDER),
     ("Give me an overview of this patient", ORDER),
     ("allergies and current meds please", ("allergies", "medications")),
+    # seen answered with no chart read on the shipped model
+    ("Is he on any blood thinners?", ("medications",)),
+    ("Does he have diabetes?", ("problems",)),
+    ("Is he on a statin?", ("medications",)),
+    ("Is she pregnant?", ("problems",)),
+    ("has he been diagnosed with COPD?", ("problems",)),
+    ("Does he have any allergies?", ("allergies",)),
     # not chart questions
     ("Add a penicillin allergy with hives", ()),
     ("Prescribe amoxicillin 500 mg three times daily", ()),
     ("What is hypertension?", ()),
+    ("Does metformin cause lactic acidosis?", ()),
+    ("Is warfarin safe for him?", ()),
     ("Recruiting trials for mesothelioma?", ()),
     ("Save a note: allergies reviewed, meds unchanged", ()),
 ]

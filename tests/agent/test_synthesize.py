@@ -63,6 +63,11 @@ SAFETY = ToolResult("check_drug_safety", "Drug Safety Report", {"drug_name": "am
     ("The weather is pleasant and the garden is green.", (SAFETY,), "used none of the findings"),
     ("Amiodarone carries a boxed warning for pulmonary toxicity.", (SAFETY,), None),
     ("Hypertension is persistently raised arterial pressure.", (), None),  # nothing was looked up
+    # a base model looping (seen on the shipped model for "Does he have diabetes?")
+    ("- If the patient is a child, do not provide a medical history.\n- If the patient is an adult, do not provide "
+     "a medical history.\n- If the patient is an adult, do not provide a medical history.\n- If the patient is an "
+     "adult, do not provide a medical history.", (), "repeated itself"),
+    ("Take it with food. Take it with food.", (), None),  # twice is not a loop
 ])
 def test_the_answer_guard(answer, results, problem):
     assert answer_problem(answer, state("Check FDA warnings for amiodarone", results=results)) == problem

@@ -113,6 +113,9 @@ CHART_QUESTIONS = (
     ("pat-017", "What are his medications?", ("Apixaban", "Carvedilol", "Furosemide")),
     ("pat-019", "Any allergies?", ("Carbamazepine", "Stevens-Johnson")),
     ("pat-023", "What is her current medication list?", ("Rivaroxaban", "Hydrochlorothiazide", "Acetaminophen")),
+    ("pat-005", "Is he on any blood thinners?", ("Warfarin",)),
+    ("abc-123", "Does he have diabetes?", ("Type 2 diabetes mellitus",)),
+    ("pat-008", "Is she pregnant?", ("Pregnancy",)),
 )
 
 

@@ -307,15 +307,28 @@ def _shingles(words: list[str]) -> set[tuple[str, ...]]:
 _INSTRUCTION_SHINGLES = _shingles(_words(SYSTEM_PROMPT))
 
 
+def _repeats_itself(answer: str) -> bool:
+    """A sentence or line said three times or more (a base model looping: "If the patient is an
+    adult, do not provide a medical history." over and over)."""
+    parts = [" ".join(_words(p)) for p in re.split(r"(?<=[.!?])\s+|\n+", answer)]
+    counts: dict[str, int] = {}
+    for part in parts:
+        if len(part.split()) >= 3:
+            counts[part] = counts.get(part, 0) + 1
+    return any(n >= 3 for n in counts.values())
+
+
 def answer_problem(answer: str, state: AgentState) -> str | None:
     """Why an answer must not be shown (then the pre-formatted findings are), or None:
-    empty; repeats the instructions or the prompt's scaffolding; or, when sources returned
-    findings, shares not one content word with them."""
+    empty; repeats the instructions or the prompt's scaffolding; says one sentence three times
+    or more; or, when sources returned findings, shares not one content word with them."""
     if not answer.strip():
         return "empty"
     lowered = answer.lower()
     if any(marker in lowered for marker in _SCAFFOLD) or _shingles(_words(answer)) & _INSTRUCTION_SHINGLES:
         return "repeated the instructions"
+    if _repeats_itself(answer):
+        return "repeated itself"
     # What reads found (a write's confirmation needs no repeating of its record id).
     findings = " ".join(r.formatted_result for r in state.tool_results
                         if r.error_type is None and r.tool_name not in WRITE_TOOLS)
