@@ -15,6 +15,9 @@ Invariants:
   "resume", ...) followed by a treatment and a dose ("start metformin 500 mg twice daily",
   "order amoxicillin 500mg TID"); an order verb with no dose after a word ("order a CBC", "give
   me her chart", "start a new session") is not one.
+- A message that is an order and nothing else ("amoxicillin 500 mg PO TID x 7 days": a
+  treatment, a dose and a frequency, no question mark, no question word first) is a
+  prescription too, as a written order line is on a ward.
 """
 
 from __future__ import annotations
@@ -40,10 +43,28 @@ PRESCRIBING_VERB = re.compile(r"\b(?:re-?prescribe|prescribe|rx\b|start|commence
 
 # An amount after at least one word of treatment: "metformin 500 mg", "amoxicillin 500mg",
 # "ceftriaxone 1 g", "salbutamol 2 puffs"; "order 2 units" (a number straight after the verb) is not.
-_DOSE_AFTER_A_NAME = re.compile(
-    r"^\S+\s+(?:[a-z][\w\-/]*\s+){1,4}?\d+(?:[.,]\d+)?(?:\s*/\s*\d+(?:[.,]\d+)?)?\s*"
-    r"(?:mg|mcg|µg|ug|g|gm|grams?|milligrams?|micrograms?|ml|mL|units?|iu|meq|mmol|tabs?|tablets?|caps?|capsules?|puffs?|drops?|sprays?|patch(?:es)?|mg/kg|%)\b",
-    re.IGNORECASE)
+_AMOUNT = (r"\d+(?:[.,]\d+)?(?:\s*/\s*\d+(?:[.,]\d+)?)?\s*(?:mg|mcg|µg|ug|g|gm|grams?|milligrams?|micrograms?|ml|mL|"
+           r"units?|iu|meq|mmol|tabs?|tablets?|caps?|capsules?|puffs?|drops?|sprays?|patch(?:es)?|mg/kg|%)\b")
+_DOSE_AFTER_A_NAME = re.compile(r"^\S+\s+(?:[a-z][\w\-/]*\s+){1,4}?" + _AMOUNT, re.IGNORECASE)
+
+# An order line: a treatment's name (one to four words), an amount, then a frequency somewhere after.
+_FREQUENCY = (r"(?:daily|nightly|weekly|bid|b\.i\.d\.?|tid|t\.i\.d\.?|qid|q\.i\.d\.?|qd|qds|tds|bd|od|qhs|qam|qpm|hs|prn|"
+              r"q\s*\d+(?:\s*-\s*\d+)?\s*(?:h|hr|hrs|hours?)|once|twice|(?:three|four) times|every|at (?:night|bedtime)|"
+              r"stat|in the (?:morning|evening))")
+_ORDER_LINE = re.compile(r"^((?:[a-z][\w\-/]*\s+){1,4}?)" + _AMOUNT + r"(.*)$", re.IGNORECASE)
+# Words that make the start of a message something other than a treatment's name.
+_NOT_A_NAME = frozenset("""what how is are was were can could should would does do did why when which who whom any has
+    have had tell show find check compare list explain about he she they it we i you patient his her their takes take
+    taking took on last latest recent current previous""".split())
+
+
+def _is_order_line(text: str) -> bool:
+    """The message is an order and nothing else (see the module docstring)."""
+    match = _ORDER_LINE.match(text.strip())
+    if not match or "?" in text:
+        return False
+    name_words = match.group(1).lower().split()
+    return not set(name_words) & _NOT_A_NAME and bool(re.search(r"\b" + _FREQUENCY + r"\b", match.group(2), re.I))
 
 
 def _clauses(text: str) -> list[str]:
@@ -61,6 +82,8 @@ def write_requests(text: str) -> tuple[str, ...]:
                     continue
                 wanted.setdefault(tool, None)
                 break
+    if not wanted and _is_order_line(head):
+        wanted[PRESCRIBE] = None  # the message is an order line and nothing else
     # "Save a note: ..." puts the verb before the dictation marker, which the clause split keeps.
     if re.match(_LEAD + r"(?:save|write|add|document|record|file|create)\b[^:]*\bnote\s*:", text.strip(), re.IGNORECASE):
         wanted.setdefault(NOTE, None)

@@ -37,6 +37,11 @@ from appliance.tools.scripted import ScriptedToolBox
     ("start insulin glargine 10 units at night", (PRESCRIBE,)),
     ("Resume warfarin 5 mg daily", (PRESCRIBE,)),
     ("Rx: amoxicillin 500 mg tid", (PRESCRIBE,)),
+    # a message that is an order line and nothing else
+    ("amoxicillin 500 mg PO TID x 7 days", (PRESCRIBE,)),
+    ("Janumet 50/1000 mg BID", (PRESCRIBE,)),
+    ("Tylenol 1 g q6h prn pain, max 4 g/day", (PRESCRIBE,)),
+    ("salbutamol 2 puffs q4-6h prn", (PRESCRIBE,)),
     # questions and reads are not requests to write
     ("Is warfarin 10 mg once daily safe for this patient?", ()),
     ("Should I prescribe amoxicillin?", ()),
@@ -53,6 +58,13 @@ from appliance.tools.scripted import ScriptedToolBox
     ("Give a summary of the last 3 visits", ()),
     ("Should I give her ibuprofen 400 mg?", ()),
     ("Is it ok to start metformin 500 mg?", ()),
+    ("metformin 500 mg bid?", ()),
+    ("what about metformin 500 mg bid for her kidneys", ()),
+    ("Is warfarin 5 mg daily ok", ()),
+    ("He takes 5 mg daily", ()),
+    ("her warfarin 5 mg daily", ()),
+    ("aspirin 81 mg", ()),  # no frequency: not an order line
+    ("Last HbA1c 7.9% in March", ()),
     ('He said "prescribe me something strong"', ()),  # quoted words are data
 ])
 def test_write_requests(text, expected):
