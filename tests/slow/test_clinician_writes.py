@@ -123,7 +123,8 @@ async def test_the_terminal_writes_in_the_signed_in_clinicians_name(home, tmp_pa
         await sign_in(pilot)
         await ready(pilot)
         await ask(pilot, QUESTION)
-        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=60, what="the approval")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.query("#approval-patient"),
+                         timeout=60, what="the approval")
         assert "Author: Dr. Ada Okafor (aokafor)" in str(app.screen.query_one("#approval-patient").render())
         await pilot.press("ctrl+y")
         await wait_until(pilot, lambda: app.turn is None, timeout=60, what="the turn")
