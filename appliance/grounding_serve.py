@@ -20,7 +20,7 @@ from pathlib import Path
 
 from appliance.errors import ApplianceError
 from appliance.grounding.grounder import make_grounder
-from mcp_servers import umls
+from mcp_servers.umls import server as umls
 
 
 def main(argv: list[str] | None = None) -> int:

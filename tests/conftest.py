@@ -83,7 +83,7 @@ def appliance_home(tmp_path, monkeypatch) -> Path:
 @pytest.fixture(scope="session")
 def starter_db(tmp_path_factory) -> Path:
     """The starter UMLS database, built once per session (grounding and UMLS tests read it)."""
-    from mcp_servers.umls_store import ensure_database
+    from mcp_servers.umls.store import ensure_database
 
     path = tmp_path_factory.mktemp("umls") / "umls.sqlite"
     ensure_database(path)

@@ -128,7 +128,7 @@ def test_a_bundle_refused_whole_is_one_line_and_exit_2(appliance_home, capsys, t
         "ctgov-nested", "pubmed-truncated"])
 def test_a_knowledge_file_that_cannot_be_read_in_full_is_one_line_exit_2_and_nothing_imported(
         appliance_home, capsys, tmp_path, kind, content, words):
-    from mcp_servers.knowledge_store import connect, ensure_database
+    from mcp_servers.knowledge.store import connect, ensure_database
 
     path = tmp_path / ("labels.json" if kind != "pubmed" else "articles.xml")
     if content is None:
@@ -153,7 +153,7 @@ def test_a_knowledge_file_that_cannot_be_read_in_full_is_one_line_exit_2_and_not
 
 
 def test_a_truncated_umls_release_is_one_line_exit_2(appliance_home, capsys, tmp_path):
-    from mcp_servers.umls_import import write_synthetic_rrf
+    from mcp_servers.umls.importer import write_synthetic_rrf
 
     meta = tmp_path / "META"
     write_synthetic_rrf(meta, 50)

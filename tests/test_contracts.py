@@ -24,7 +24,7 @@ def _normalise(prop: dict) -> dict:
 
 
 async def _tools(server: str) -> dict:
-    module = importlib.import_module(f"mcp_servers.{server}")
+    module = importlib.import_module(f"mcp_servers.{server}.server")
     async with Client(module.mcp) as client:
         return {t.name: t for t in await client.list_tools()}
 

@@ -19,9 +19,10 @@ from starlette.testclient import TestClient
 
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database as ensure_ehr
-from mcp_servers import access, ehr
+from mcp_servers import access
+from mcp_servers.ehr import server as ehr
 from mcp_servers.contracts import parse_tool_error
-from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 
 pytestmark = pytest.mark.timeout(120)
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -70,7 +70,7 @@ def _env(home):
 
 
 def test_a_server_on_every_interface_without_tokens_refuses_to_start(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mcp_servers.ehr", "--db", str(tmp_path / "ehr.sqlite"),
+    done = subprocess.run([sys.executable, "-m", "mcp_servers.ehr.server", "--db", str(tmp_path / "ehr.sqlite"),
                            "--http", "0.0.0.0:8799"], cwd=PROJECT_ROOT, env=_env(tmp_path), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "without terminal tokens" in done.stderr and "Traceback" not in done.stderr
@@ -102,7 +102,7 @@ def test_with_clinician_accounts_a_terminal_must_name_one_that_is_enabled(tmp_pa
     assert cli("terminal", "add", "desk-1", "--account", "aokafor").returncode == 0
 
 
-@pytest.mark.parametrize("entry", ["mcp_servers.ehr", "appliance.cli", "tui.launcher", "appliance.grounding_serve"])
+@pytest.mark.parametrize("entry", ["mcp_servers.ehr.server", "appliance.cli", "tui.launcher", "appliance.grounding_serve"])
 def test_every_entry_point_turns_off_dependency_update_checks_itself(entry):
     """Started with a clean environment, each entry point's package sets fastmcp's update check
     off before fastmcp is imported (nothing on the network at run time)."""
@@ -115,7 +115,7 @@ def test_every_entry_point_turns_off_dependency_update_checks_itself(entry):
 
 
 def test_tls_needs_both_files_and_http(tmp_path):
-    base = [sys.executable, "-m", "mcp_servers.ehr", "--db", str(tmp_path / "ehr.sqlite")]
+    base = [sys.executable, "-m", "mcp_servers.ehr.server", "--db", str(tmp_path / "ehr.sqlite")]
     for extra in (["--http", "127.0.0.1:8799", "--tls-cert", "c.pem"], ["--tls-cert", "c.pem", "--tls-key", "k.pem"]):
         done = subprocess.run(base + extra, cwd=PROJECT_ROOT, env=_env(tmp_path), capture_output=True, text=True,
                               timeout=60)
@@ -179,7 +179,7 @@ def _pair(folder, name):
 
 
 @pytest.mark.parametrize("command", [["appliance.cli", "serve", "--no-model", "--port", "18765"],
-                                     ["mcp_servers.ehr", "--http", "127.0.0.1:18799"]])
+                                     ["mcp_servers.ehr.server", "--http", "127.0.0.1:18799"]])
 def test_a_certificate_and_a_key_that_do_not_belong_together_are_one_line_before_anything_listens(tmp_path, command):
     """The issue's case: `serve --tls-cert cert.pem --tls-key other-key.pem` announced "serving ...
     https", then printed ssl.SSLError tracebacks."""

@@ -160,7 +160,7 @@ def run_tool_bench(n: int = 50, concepts: int = 100_000, as_json: bool = False, 
     from appliance.bench.trials import print_trial_section, run_trial_section
     from appliance.setup.home import init_home
     from appliance.tools.mcp_client import MCPToolBox
-    from mcp_servers.umls_import import build_synthetic
+    from mcp_servers.umls.importer import build_synthetic
 
     report: dict = {"tools": {}, "concept_search_100k": {}}
     with scratch_home("appliance-bench-tools-") as home_path:

@@ -7,7 +7,7 @@ Invariants:
   ``import_ctgov_studies`` imports it) in a child process, whose own peak RSS is reported: the
   import's memory, not the benchmark's.
 - The studies are generated from the real sample records by varying their fields (see
-  ``mcp_servers.knowledge_synthetic``); the report says so. Queries are drawn with a fixed seed
+  ``mcp_servers.knowledge.synthetic``); the report says so. Queries are drawn with a fixed seed
   from the same vocabularies, with and without the prescreen's patient filters.
 - Prints figures (p50/p95 per kind of query, and over all searches); asserts nothing. Failed
   calls are counted apart (``not_found`` is a normal answer for a filtered search, and is timed
@@ -35,7 +35,7 @@ PHASES = ("phase1", "phase2", "phase3", "phase4", "not_applicable")
 _IMPORT = """
 import json, re, resource, sys, time
 from pathlib import Path
-from mcp_servers.knowledge_import import import_ctgov_studies
+from mcp_servers.knowledge.importers.driver import import_ctgov_studies
 
 def peak_mib():
     try:
@@ -54,8 +54,8 @@ print(json.dumps({"seconds": round(time.perf_counter() - started, 1), "records":
 
 def build_cache(home: Path, n: int) -> dict:
     """Write the bulk zip, import it in a child process; figures of both."""
-    from mcp_servers.knowledge_synthetic import write_bulk_zip
-    from mcp_servers.knowledge_store import ensure_database
+    from mcp_servers.knowledge.synthetic import write_bulk_zip
+    from mcp_servers.knowledge.store import ensure_database
 
     db = home / "knowledge.sqlite"
     ensure_database(db)
@@ -76,7 +76,7 @@ def build_cache(home: Path, n: int) -> dict:
 
 def trial_queries(rng: random.Random, n: int) -> dict[str, list[dict]]:
     """``n`` searches of each kind, drawn from the generator's vocabularies."""
-    from mcp_servers.knowledge_synthetic import EXTRA_CONDITIONS, sample_records
+    from mcp_servers.knowledge.synthetic import EXTRA_CONDITIONS, sample_records
 
     base = sample_records()
     # The tool takes up to 60 characters of condition or intervention (contracts.Name).
@@ -135,7 +135,7 @@ def run_trial_section(n_calls: int, trials: int) -> dict:
             searches = bench_trials(box, n_calls, trials, random.Random(23))
     return {"trials": trials, "build": build, "searches": searches,
             "data": "synthetic: generated from the 126 real ClinicalTrials.gov sample records by varying "
-                    "conditions, status, phases, ages, sex, sites and arms (mcp_servers/knowledge_synthetic.py)"}
+                    "conditions, status, phases, ages, sex, sites and arms (mcp_servers/knowledge/synthetic.py)"}
 
 
 def _ms(value) -> str:

@@ -10,7 +10,7 @@ from appliance.grounding.config import GroundingConfig
 from appliance.grounding.errors import GroundingError, SearchUnavailable
 from appliance.grounding.loop import GroundingResult, ground, ground_entities
 from appliance.grounding.search import ConceptSearch, InProcessSearch, MCPSearch
-from mcp_servers.umls_grounding import ENTITY_TYPES, METHODS, GroundedEntity
+from mcp_servers.umls.grounding import ENTITY_TYPES, METHODS, GroundedEntity
 
 __all__ = ["ConceptSearch", "ENTITY_TYPES", "GroundedEntity", "GroundingConfig", "GroundingError", "GroundingResult",
            "InProcessSearch", "MCPSearch", "METHODS", "SearchUnavailable", "ground", "ground_entities"]

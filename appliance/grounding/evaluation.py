@@ -29,7 +29,7 @@ from appliance.grounding.search import ConceptSearch
 from appliance.llm.base import LanguageModel
 from common.json_files import read_json
 from common.locations import PROJECT_ROOT
-from mcp_servers.umls_grounding import BANDS, METHODS
+from mcp_servers.umls.grounding import BANDS, METHODS
 
 DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data" / "trialgpt" / "criterion_annotations_dev.json"
 
@@ -88,9 +88,9 @@ def run_exact_phrase_baseline(db_path: Path, run_dir: Path, *, data: Path = DEFA
     """No model: each criterion's exact concept phrases (``umls_grounding.exact_phrases``), the
     entities the exact fast path would take if an extractor named them. Measures how many
     evaluate calls the fast path can save on these criteria whatever model extracts."""
-    from mcp_servers.umls_grounding import exact_phrases
-    from mcp_servers.umls_schema import connect
-    from mcp_servers.umls_store import ensure_database
+    from mcp_servers.umls.grounding import exact_phrases
+    from mcp_servers.umls.schema import connect
+    from mcp_servers.umls.store import ensure_database
 
     criteria = distinct_criteria(data)
     chosen = criteria[:limit] if limit is not None else criteria

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from appliance.llm.fast import fast_handles
-from mcp_servers.umls_grounding import ENTITY_TYPES, MAX_CANDIDATES
+from mcp_servers.umls.grounding import ENTITY_TYPES, MAX_CANDIDATES
 
 EntityType = Literal["Condition", "Medication", "Procedure", "Lab_Value", "Demographic", "Biomarker"]
 Decision = Literal["select", "refine", "none"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from appliance.grounding.errors import SearchUnavailable
-from mcp_servers.umls_grounding import db_search
+from mcp_servers.umls.grounding import db_search
 
 if TYPE_CHECKING:
     from appliance.tools.mcp_client import MCPToolBox
@@ -40,8 +40,8 @@ class InProcessSearch:
 
     def _connection(self):
         if self._conn is None:
-            from mcp_servers.umls_schema import connect
-            from mcp_servers.umls_store import ensure_database
+            from mcp_servers.umls.schema import connect
+            from mcp_servers.umls.store import ensure_database
 
             if not self.path.exists():
                 ensure_database(self.path)

@@ -12,7 +12,7 @@ Invariants:
   (loopback only) the gate asks for no key. The gate speaks HTTPS with the operator's
   certificate, so llama-server needs no TLS build.
 - The host's EHR server runs the medication safety gate on every prescription
-  (``mcp_servers.ehr.set_prescription_check``, filled by ``host_prescription_check``): the
+  (``mcp_servers.ehr.server.set_prescription_check``, filled by ``host_prescription_check``): the
   chart from the record, the drug data from the host's knowledge database; a blocking report
   is refused unless the approval overrides it with a reason, and the host's report is what the
   write's audit row keeps.
@@ -129,11 +129,11 @@ def _fit(entry: dict) -> dict:
 
 
 def host_prescription_check(knowledge_db: Path):
-    """The host's safety gate for ``mcp_servers.ehr.set_prescription_check``: the public
+    """The host's safety gate for ``mcp_servers.ehr.server.set_prescription_check``: the public
     ``appliance.safety`` API over the host's knowledge database (a fresh read-only connection
     per prescription: the server calls tools from several threads)."""
     from appliance.safety import StoreKnowledge, check_prescription, override_reason
-    from mcp_servers.ehr import PrescriptionRefused
+    from mcp_servers.ehr.server import PrescriptionRefused
 
     accepts = inspect.signature(check_prescription).parameters
 
@@ -169,7 +169,7 @@ def host_prescription_check(knowledge_db: Path):
 
 
 def _check_tls(tls: tuple[Path, Path] | None) -> None:
-    from mcp_servers._serve import tls_problem
+    from mcp_servers.serving import tls_problem
 
     problem = tls_problem(*tls) if tls else None
     if problem:
@@ -249,9 +249,9 @@ def _run(bind: str, port: int, tls: tuple[Path, Path] | None, model_server: Mode
 
 
 def _host_ehr(argv: list[str]) -> int:
-    """The host's EHR server: ``mcp_servers.ehr`` with the safety gate on prescriptions."""
+    """The host's EHR server: ``mcp_servers.ehr.server`` with the safety gate on prescriptions."""
     from common.locations import knowledge_db_path
-    from mcp_servers import ehr
+    from mcp_servers.ehr import server as ehr
 
     ehr.set_prescription_check(host_prescription_check(knowledge_db_path()))
     return ehr.main(argv)

@@ -38,7 +38,7 @@ from appliance.prescreen.facts import PatientFacts, build_facts
 from appliance.prescreen.search import MAX_SEARCHES, SearchOutcome, find_candidates
 from appliance.tools.base import ToolBox
 from common.patient_ids import is_patient_id
-from mcp_servers.trial_criteria import age_range_text, age_years, trial_sex
+from mcp_servers.knowledge.trial_criteria import age_range_text, age_years, trial_sex
 
 DEFAULT_MAX_TRIALS = 5
 MAX_TRIALS_LIMIT = 20

@@ -34,7 +34,7 @@ from appliance.safety.rules import (
     BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC, PAEDIATRIC_AGE, PAEDIATRIC_NOTE, PREGNANCY, RENAL,
     RENAL_EXEMPT, RENAL_NEEDS_EGFR,
 )
-from mcp_servers.knowledge_names import lookup_keys
+from mcp_servers.knowledge.names import lookup_keys
 
 CURATED = "curated table (appliance/safety)"
 DATA = "local drug data"

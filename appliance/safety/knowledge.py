@@ -1,7 +1,7 @@
 """How the safety gate reaches the local drug data: a two-method protocol, and two implementations.
 
 ``drug_safety`` returns exactly what the knowledge server's ``check_drug_safety`` tool returns
-(``mcp_servers.knowledge_queries.drug_safety``: drug, matched_name, brand_names, drug_class,
+(``mcp_servers.knowledge.queries.drug_safety``: drug, matched_name, brand_names, drug_class,
 has_boxed_warning, boxed_warning, contraindications, major_warnings, clipped, source,
 demo_content), or None when the drug is not in the data. ``interactions`` returns exactly what
 ``check_drug_interactions`` returns (``knowledge_queries.check_interactions``: drugs_checked,
@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Protocol
 
 from appliance.errors import ApplianceError
-from mcp_servers import knowledge_queries as queries
-from mcp_servers import umls_schema, umls_search
-from mcp_servers.knowledge_store import AmbiguousDrugName, DrugNotFound, connect
+from mcp_servers.knowledge import queries
+from mcp_servers.umls import schema as umls_schema
+from mcp_servers.umls import search as umls_search
+from mcp_servers.knowledge.store import AmbiguousDrugName, DrugNotFound, connect
 
 MAX_INTERACTION_NAMES = 6
 MAX_NAME = 60

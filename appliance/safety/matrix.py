@@ -39,7 +39,7 @@ KINDS = {"A": "allergy", "X": "cross_reactivity", "I": "interaction", "D": "dupl
 SEVERITY = {"H": "high", "M": "moderate", "L": "low"}
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "safety_matrix.tsv"
-# Not among the 33 drugs of mcp_servers/data/knowledge/drugs.json ("zorbitravine" is made up).
+# Not among the 33 drugs of mcp_servers/knowledge/data/drugs.json ("zorbitravine" is made up).
 UNKNOWN_TO_DATA = {"cephalexin", "trimethoprim-sulfamethoxazole", "losartan", "codeine", "oxcarbazepine",
                    "diphenhydramine", "zorbitravine", "donepezil"}
 

@@ -153,7 +153,7 @@ def run_bad_inputs(ehr_db: Path, calls: int, seed: int = 15) -> dict:
     examples: list[str] = []
     quiet = logging.root.manager.disable
     logging.disable(logging.ERROR)  # the servers and the client log every refused call
-    clients = {s: Client(importlib.import_module(f"mcp_servers.{s}").mcp) for s in SERVERS}
+    clients = {s: Client(importlib.import_module(f"mcp_servers.{s}.server").mcp) for s in SERVERS}
     try:
         for client in clients.values():
             loop.run_until_complete(client.__aenter__())

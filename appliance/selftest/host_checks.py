@@ -231,7 +231,7 @@ def run_host_checks(workdir: Path) -> dict:
     """Run the host checks in a data home under ``workdir``; see the module docstring for the
     report. A check that cannot run at all is reported with ``error`` and ``ok`` false."""
     from ehr_db.setup import ensure_database as ensure_ehr
-    from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+    from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 
     started = time.monotonic()
     home = Path(workdir) / "host-checks"

@@ -28,8 +28,8 @@ class InitError(ApplianceError):
 # (label, module, function, path function): each store's idempotent builder.
 STORES = (
     ("EHR", "ehr_db.setup", "ensure_database", locations.ehr_db_path),
-    ("UMLS subset", "mcp_servers.umls_store", "ensure_database", locations.umls_db_path),
-    ("Clinical knowledge", "mcp_servers.knowledge_store", "ensure_database", locations.knowledge_db_path),
+    ("UMLS subset", "mcp_servers.umls.store", "ensure_database", locations.umls_db_path),
+    ("Clinical knowledge", "mcp_servers.knowledge.store", "ensure_database", locations.knowledge_db_path),
 )
 
 

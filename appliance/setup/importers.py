@@ -28,10 +28,10 @@ from common import locations
 # (area, kind) -> (module, function, database path, ensure module)
 IMPORTERS = {
     ("ehr", "fhir"): ("ehr_db.fhir_import", "import_fhir_bundle", locations.ehr_db_path, "ehr_db.setup"),
-    ("knowledge", "openfda"): ("mcp_servers.knowledge_import", "import_openfda_labels", locations.knowledge_db_path, "mcp_servers.knowledge_store"),
-    ("knowledge", "pubmed"): ("mcp_servers.knowledge_import", "import_pubmed_xml", locations.knowledge_db_path, "mcp_servers.knowledge_store"),
-    ("knowledge", "ctgov"): ("mcp_servers.knowledge_import", "import_ctgov_studies", locations.knowledge_db_path, "mcp_servers.knowledge_store"),
-    ("umls", "rrf"): ("mcp_servers.umls_import", "import_rrf", locations.umls_db_path, "mcp_servers.umls_store"),
+    ("knowledge", "openfda"): ("mcp_servers.knowledge.importers.driver", "import_openfda_labels", locations.knowledge_db_path, "mcp_servers.knowledge.store"),
+    ("knowledge", "pubmed"): ("mcp_servers.knowledge.importers.driver", "import_pubmed_xml", locations.knowledge_db_path, "mcp_servers.knowledge.store"),
+    ("knowledge", "ctgov"): ("mcp_servers.knowledge.importers.driver", "import_ctgov_studies", locations.knowledge_db_path, "mcp_servers.knowledge.store"),
+    ("umls", "rrf"): ("mcp_servers.umls.importer", "import_rrf", locations.umls_db_path, "mcp_servers.umls.store"),
 }
 
 
@@ -74,8 +74,8 @@ class _ByteBar:
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from ehr_db.errors import EhrError
-    from mcp_servers.knowledge_store import KnowledgeError
-    from mcp_servers.umls_import import UmlsImportError
+    from mcp_servers.knowledge.store import KnowledgeError
+    from mcp_servers.umls.importer import UmlsImportError
 
     return ValueError, OSError, EhrError, KnowledgeError, UmlsImportError, RecursionError
 

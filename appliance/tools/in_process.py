@@ -28,14 +28,14 @@ class InProcessToolBox(MCPToolBox):
     def _make_client(self, server: str):
         from fastmcp import Client
 
-        return Client(importlib.import_module(f"mcp_servers.{server}").mcp, timeout=30)
+        return Client(importlib.import_module(f"mcp_servers.{server}.server").mcp, timeout=30)
 
 
 @contextmanager
 def servers_on(home: Path) -> Iterator[dict[str, Path]]:
     """Configure the three servers on ``home``'s databases (``DATABASES``); yields the paths."""
     paths = {server: home / DATABASES[server] for server in SERVERS}
-    modules = {server: importlib.import_module(f"mcp_servers.{server}") for server in SERVERS}
+    modules = {server: importlib.import_module(f"mcp_servers.{server}.server") for server in SERVERS}
     for server, module in modules.items():
         module.configure(paths[server])
     try:

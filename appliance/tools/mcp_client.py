@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
 INIT_TIMEOUT = 10.0  # a server that has not answered its handshake by then is reported down
 STOP_TIMEOUT = 5.0  # for a server given up on to be gone after SIGKILL (and its transport closed)
-USER_HEADER = "X-Appliance-User"  # read by mcp_servers.ehr over HTTP
+USER_HEADER = "X-Appliance-User"  # read by mcp_servers.ehr.server over HTTP
 
 
 def _result_payload(result: Any) -> dict | None:

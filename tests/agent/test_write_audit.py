@@ -17,8 +17,9 @@ from appliance.tools.in_process import InProcessToolBox
 from appliance.tools.scripted import ScriptedToolBox
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database as ensure_ehr
-from mcp_servers import ehr, knowledge
-from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+from mcp_servers.ehr import server as ehr
+from mcp_servers.knowledge import server as knowledge
+from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 
 DEADLINE = 30.0
 REASON = "tolerated amoxicillin since 2020, allergy delabelled"

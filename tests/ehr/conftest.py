@@ -8,7 +8,7 @@ import pytest
 
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database
-from mcp_servers import ehr
+from mcp_servers.ehr import server as ehr
 
 
 @pytest.fixture

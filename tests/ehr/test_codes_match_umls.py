@@ -8,12 +8,12 @@ from collections import defaultdict
 import pytest
 
 from ehr_db.codes import LOINC_TESTS, RXNORM_INGREDIENTS, SNOMED_CONDITIONS
-from mcp_servers.umls_schema import norm
-from mcp_servers.umls_store import read_starter
+from mcp_servers.umls.schema import norm
+from mcp_servers.umls.store import read_starter
 
 CONCEPTS = read_starter()
 # Catalog names the starter subset does not hold yet (no CUI could be confirmed; see
-# mcp_servers/data/umls/PROVENANCE.md). Listed so that a new gap fails the test. None today:
+# mcp_servers/umls/data/PROVENANCE.md). Listed so that a new gap fails the test. None today:
 # every SNOMED CT condition and RxNorm ingredient in ehr_db/codes.py names a concept of the subset.
 NOT_IN_SUBSET: set[tuple[str, str]] = set()
 

@@ -177,7 +177,7 @@ def test_bad_events_are_refused_and_change_nothing(home_db, kind, patient, actor
 
 
 def test_the_server_records_events_for_the_agent(home_db, monkeypatch):
-    from mcp_servers import ehr
+    from mcp_servers.ehr import server as ehr
 
     monkeypatch.setenv("APPLIANCE_USER", "dr.server")
     ehr.configure(home_db)

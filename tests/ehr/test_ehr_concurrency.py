@@ -83,7 +83,7 @@ def test_tool_readers_while_a_tool_writer_writes(ehr_path):
 
     from fastmcp import Client
 
-    from mcp_servers import ehr
+    from mcp_servers.ehr import server as ehr
 
     ehr.configure(ehr_path)
     before = row_counts(ehr_path)

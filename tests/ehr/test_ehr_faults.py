@@ -14,7 +14,7 @@ from fastmcp.exceptions import ToolError
 
 from ehr_db.errors import InvalidField
 from ehr_db.repository import EhrRepository
-from mcp_servers import ehr
+from mcp_servers.ehr import server as ehr
 from mcp_servers.contracts import parse_tool_error
 
 WRITE = ("prescribe_medication", {"patient_id": "abc-123", "medication_name": "lisinopril", "dosage": "10 mg",

@@ -15,7 +15,7 @@ from ehr_helpers import audit_rows, call
 from fastmcp import Client
 
 from appliance.tools.mcp_client import MCPToolBox
-from mcp_servers import ehr
+from mcp_servers.ehr import server as ehr
 
 PRESCRIPTION = {"patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
                 "frequency": "twice daily", "notes": None}

@@ -11,7 +11,7 @@ from fastmcp import Client
 
 from ehr_db.errors import InvalidField
 from ehr_db.repository import EhrRepository
-from mcp_servers import ehr
+from mcp_servers.ehr import server as ehr
 
 RX = dict(patient_id="abc-123", medication_name="sitagliptin", dosage="100 mg", frequency="once daily", notes=None)
 

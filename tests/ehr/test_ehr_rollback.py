@@ -99,7 +99,7 @@ def test_an_older_record_with_its_anchor_deleted_is_named(home, tmp_path, capsys
 
 
 def test_start_up_says_the_record_is_older(home, tmp_path, capsys):
-    from mcp_servers import ehr
+    from mcp_servers.ehr import server as ehr
 
     saved = snapshot(home, tmp_path / "old")
     write(home)

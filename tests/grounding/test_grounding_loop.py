@@ -13,7 +13,7 @@ from appliance.grounding.loop import (
 from appliance.grounding.schemas import Extraction, evaluation_schema
 from appliance.llm.fake import ScriptedModel
 from appliance.llm.fast import fast_handles
-from mcp_servers.umls_grounding import find_span
+from mcp_servers.umls.grounding import find_span
 
 TEXT = "Adults with sugar diabetes taking Tylenol; no blood thinner in the last 30 days"
 KEYS = {"text", "span", "type", "cui", "snomed_code", "preferred_name", "semantic_type", "confidence", "method",

@@ -15,7 +15,7 @@ from appliance.grounding.grounder import make_grounder
 from appliance.grounding import SearchUnavailable
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import ToolOutcome
-from mcp_servers import umls
+from mcp_servers.umls import server as umls
 from mcp_servers.contracts import parse_tool_error
 
 TEXT = "Taking Tylenol for sugar diabetes; no blood thinner"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_servers import knowledge
-from mcp_servers.knowledge_store import ensure_database
+from mcp_servers.knowledge import server as knowledge
+from mcp_servers.knowledge.store import ensure_database
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from mcp_servers import knowledge
+from mcp_servers.knowledge import server as knowledge
 from mcp_servers.contracts import parse_tool_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -9,11 +9,11 @@ import zipfile
 
 import pytest
 
-from mcp_servers import knowledge_queries as queries
-from mcp_servers.knowledge_trials import trial_details
-from mcp_servers.knowledge_import import import_ctgov_studies, import_openfda_labels, import_pubmed_xml
-from mcp_servers.knowledge_sources import ImportSourceError, iter_json_records
-from mcp_servers.knowledge_store import connect
+from mcp_servers.knowledge import queries
+from mcp_servers.knowledge.trials import trial_details
+from mcp_servers.knowledge.importers.driver import import_ctgov_studies, import_openfda_labels, import_pubmed_xml
+from mcp_servers.knowledge.importers.sources import ImportSourceError, iter_json_records
+from mcp_servers.knowledge.store import connect
 from tests.knowledge.knowledge_helpers import FIXTURES, call
 
 OPENFDA = FIXTURES / "openfda" / "drug-label-0001-of-0001.json"
@@ -52,7 +52,7 @@ def test_iter_json_records_shapes(text, key, expected):
 
 
 def test_iter_json_records_streams_across_small_chunks(monkeypatch):
-    from mcp_servers import knowledge_sources
+    from mcp_servers.knowledge.importers import sources as knowledge_sources
 
     monkeypatch.setattr(knowledge_sources._JsonStream, "CHUNK", 7)
     records = [{"id": i, "text": "x" * (i * 13), "n": 10 ** i} for i in range(12)]
@@ -258,7 +258,7 @@ def test_imports_survive_a_starter_content_reload(knowledge_db):
     with db.conn:
         db.execute("DELETE FROM meta WHERE key = 'starter_hash'")
     db.close()
-    from mcp_servers.knowledge_store import ensure_database
+    from mcp_servers.knowledge.store import ensure_database
 
     ensure_database(knowledge_db)
     db = connect(knowledge_db, read_only=True)

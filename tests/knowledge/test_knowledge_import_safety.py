@@ -8,8 +8,8 @@ import re
 import pytest
 from knowledge_helpers import FIXTURES
 
-from mcp_servers.knowledge_import import MAX_SHRINK, ImportRefused, import_pubmed_xml
-from mcp_servers.knowledge_store import connect
+from mcp_servers.knowledge.importers.driver import MAX_SHRINK, ImportRefused, import_pubmed_xml
+from mcp_servers.knowledge.store import connect
 
 ARTICLE = re.search(r"<PubmedArticle>.*?</PubmedArticle>",
                     (FIXTURES / "pubmed" / "pubmed24n0001-fixture.xml").read_text(), re.S).group(0)

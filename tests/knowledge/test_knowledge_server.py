@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from fastmcp import Client
 
-from mcp_servers import knowledge
+from mcp_servers.knowledge import server as knowledge
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_SERVERS
 
 from tests.knowledge.knowledge_helpers import call

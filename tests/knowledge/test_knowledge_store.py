@@ -7,11 +7,11 @@ import re
 import sqlite3
 
 from common.sqlite import MIGRATIONS_TABLE, applied_migrations
-from mcp_servers import knowledge_schema as schema
-from mcp_servers import knowledge_store as store
-from mcp_servers import knowledge_writes as writes
-from mcp_servers.knowledge_names import display_name, lookup_keys, name_key, strip_salt
-from mcp_servers.knowledge_store import connect, ensure_database
+from mcp_servers.knowledge import schema
+from mcp_servers.knowledge import store
+from mcp_servers.knowledge import writes
+from mcp_servers.knowledge.names import display_name, lookup_keys, name_key, strip_salt
+from mcp_servers.knowledge.store import connect, ensure_database
 
 # Drugs the brief requires, and whether each carries a boxed warning in its US label.
 REQUIRED_BOXED = {

@@ -9,10 +9,10 @@ import zipfile
 
 import pytest
 
-from mcp_servers.knowledge_import import import_ctgov_studies
-from mcp_servers.knowledge_sources import ImportSourceError, ReadPosition, iter_sources
-from mcp_servers.knowledge_store import connect
-from mcp_servers.knowledge_synthetic import synthetic_studies, write_bulk_zip
+from mcp_servers.knowledge.importers.driver import import_ctgov_studies
+from mcp_servers.knowledge.importers.sources import ImportSourceError, ReadPosition, iter_sources
+from mcp_servers.knowledge.store import connect
+from mcp_servers.knowledge.synthetic import synthetic_studies, write_bulk_zip
 from mcp_servers.zip_stream import count_members, iter_members, open_member
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from appliance.tools.base import ToolOutcome
-from mcp_servers import knowledge
-from mcp_servers.knowledge_import import import_ctgov_studies
-from mcp_servers.knowledge_store import ensure_database
+from mcp_servers.knowledge import server as knowledge
+from mcp_servers.knowledge.importers.driver import import_ctgov_studies
+from mcp_servers.knowledge.store import ensure_database
 from tests.knowledge.knowledge_helpers import call
 
 SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ctgov-sample"

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = json.loads((ROOT / "ehr_db" / "demo" / "patients.json").read_text())
 PATIENTS = {p["id"]: p for p in DEMO["patients"]}
 AS_OF = date.fromisoformat(DEMO["as_of"])
-TRIAL_FILES = [ROOT / "mcp_servers" / "data" / "knowledge" / n for n in ("trials_demo.json", "trials_ctgov_sample.json")]
+TRIAL_FILES = [ROOT / "mcp_servers" / "knowledge" / "data" / n for n in ("trials_demo.json", "trials_ctgov_sample.json")]
 TRIAL_IDS = [t["nct_id"] for f in TRIAL_FILES for t in json.loads(f.read_text())["trials"] if t.get("eligibility_criteria")]
 INC, EXC = "CRITERION_INCLUSION", "CRITERION_EXCLUSION"
 

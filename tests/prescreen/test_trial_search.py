@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_servers.knowledge_trials import STATUS_GROUPS
+from mcp_servers.knowledge.trials import STATUS_GROUPS
 from tests.knowledge.knowledge_helpers import call
 
 NULLS = {"intervention": None, "eligibility_keywords": None, "status": None, "phase": None, "sex": None,

@@ -199,7 +199,7 @@ def check_run(argv: list[str], code: int, out: str, err: str) -> None:
 def _in_process_client(self, server: str):
     from fastmcp import Client
 
-    return Client(importlib.import_module(f"mcp_servers.{server}").mcp, timeout=30)
+    return Client(importlib.import_module(f"mcp_servers.{server}.server").mcp, timeout=30)
 
 
 @contextlib.contextmanager
@@ -209,7 +209,7 @@ def cli_on_a_fresh_home(tmp_path: Path, monkeypatch) -> Iterator[Files]:
     init_home(progress=lambda message: None, with_model=False)
     dbs = {"ehr": locations.ehr_db_path, "umls": locations.umls_db_path, "knowledge": locations.knowledge_db_path}
     for server, path in dbs.items():
-        importlib.import_module(f"mcp_servers.{server}").configure(path())
+        importlib.import_module(f"mcp_servers.{server}.server").configure(path())
     monkeypatch.setattr(MCPToolBox, "_make_client", _in_process_client)
     monkeypatch.setattr(appliance.runtime, "load_model", refuse_real_models(appliance.runtime.load_model))
     junk = tmp_path / "junk"
@@ -218,7 +218,7 @@ def cli_on_a_fresh_home(tmp_path: Path, monkeypatch) -> Iterator[Files]:
         yield Files(junk)
     finally:
         for server in dbs:
-            importlib.import_module(f"mcp_servers.{server}").configure(None)
+            importlib.import_module(f"mcp_servers.{server}.server").configure(None)
 
 
 def generated_runs(files: Files, runs: int) -> Counter:

@@ -124,7 +124,7 @@ def published_tools() -> list[tuple[str, str, dict, bool]]:
     async def listing():
         found = []
         for server in SERVERS:
-            async with Client(importlib.import_module(f"mcp_servers.{server}").mcp) as client:
+            async with Client(importlib.import_module(f"mcp_servers.{server}.server").mcp) as client:
                 found += [(server, t.name, dict(t.input_schema), bool(t.annotations and t.annotations.read_only_hint))
                           for t in await client.list_tools()]
         return found
@@ -138,7 +138,7 @@ class InProcessServers:
 
     def __init__(self):
         self._loop = asyncio.new_event_loop()
-        self._clients = {s: Client(importlib.import_module(f"mcp_servers.{s}").mcp) for s in SERVERS}
+        self._clients = {s: Client(importlib.import_module(f"mcp_servers.{s}.server").mcp) for s in SERVERS}
         for client in self._clients.values():
             self._loop.run_until_complete(client.__aenter__())
 

@@ -79,8 +79,8 @@ def safety_of(generic: str, **fields) -> dict:
 
 
 class InMemoryToolBox:
-    """The agent's ToolBox shape over one real MCP server module (``mcp_servers.knowledge``,
-    ``mcp_servers.umls``), in memory."""
+    """The agent's ToolBox shape over one real MCP server module (``mcp_servers.knowledge.server``,
+    ``mcp_servers.umls.server``), in memory."""
 
     def __init__(self, server):
         self.server = server

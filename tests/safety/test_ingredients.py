@@ -12,7 +12,7 @@ from appliance.safety import check_prescription, headless_decision
 from appliance.safety.headless import OVERRIDE_HINT, HeadlessApprover
 from appliance.safety.ingredients import DrugResolver, default_resolver, ingredients_of
 from appliance.safety.knowledge import ToolBoxKnowledge, synonym_from
-from mcp_servers import umls as umls_server
+from mcp_servers.umls import server as umls_server
 
 from tests.safety.safety_helpers import InMemoryToolBox, codes, make_chart
 

@@ -12,7 +12,7 @@ from appliance.safety import (
 from appliance.safety.headless import HeadlessApprover
 from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, fit_audit, sort_findings
 from appliance.tools.base import ToolOutcome
-from mcp_servers import knowledge as knowledge_server
+from mcp_servers.knowledge import server as knowledge_server
 from tests.safety.safety_helpers import FakeKnowledge, InMemoryToolBox, make_chart, safety_of
 
 PENICILLIN_ANAPHYLAXIS = [("Penicillin", "Anaphylaxis", "severe")]

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fastmcp.server.middleware import Middleware  # noqa: E402
 
-from mcp_servers import ehr  # noqa: E402
+from mcp_servers.ehr import server as ehr  # noqa: E402
 
 
 # The MCP channel: fastmcp moves fd 1 aside (stray prints go to stderr), so keep our own copy.

@@ -19,8 +19,8 @@ from appliance.llm.batch import BatchJob
 from appliance.llm.grammar import accepts, min_output_chars
 from appliance.llm.llama import LlamaModel
 from common.locations import models_dir
-from mcp_servers.umls_grounding import METHODS
-from mcp_servers.umls_store import ensure_database
+from mcp_servers.umls.grounding import METHODS
+from mcp_servers.umls.store import ensure_database
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
 

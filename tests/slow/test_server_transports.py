@@ -24,8 +24,8 @@ from fastmcp.exceptions import ToolError
 
 from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers.contracts import parse_tool_error
-from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
-from mcp_servers.umls_store import ensure_database as ensure_umls
+from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
+from mcp_servers.umls.store import ensure_database as ensure_umls
 
 PROJECT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_USER": "transport-test"}

@@ -26,7 +26,7 @@ def anyio_backend():
 @pytest.fixture
 def home(appliance_home):
     from ehr_db.setup import ensure_database
-    from mcp_servers.knowledge_store import ensure_database as ensure_knowledge
+    from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 
     ensure_database(locations.ehr_db_path())
     ensure_knowledge(locations.knowledge_db_path())

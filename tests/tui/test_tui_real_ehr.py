@@ -60,17 +60,17 @@ class InProcessToolBox(MCPToolBox):
     def _make_client(self, server: str):
         from fastmcp import Client
 
-        return Client(importlib.import_module(f"mcp_servers.{server}").mcp, timeout=30)
+        return Client(importlib.import_module(f"mcp_servers.{server}.server").mcp, timeout=30)
 
 
 @pytest.fixture
 def home(appliance_home):
     init_home(progress=lambda message: None, with_model=False)
     for server, path in SERVER_DBS.items():
-        importlib.import_module(f"mcp_servers.{server}").configure(path())
+        importlib.import_module(f"mcp_servers.{server}.server").configure(path())
     yield appliance_home
     for server in SERVER_DBS:
-        importlib.import_module(f"mcp_servers.{server}").configure(None)
+        importlib.import_module(f"mcp_servers.{server}.server").configure(None)
 
 
 def rows(sql: str) -> int:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
-from mcp_servers import umls
-from mcp_servers.umls_schema import connect
+from mcp_servers.umls import server as umls
+from mcp_servers.umls.schema import connect
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

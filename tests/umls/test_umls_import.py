@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-from mcp_servers import umls_import, umls_search
-from mcp_servers import umls_lookup as lookup
-from mcp_servers import umls_schema as schema
-from mcp_servers import umls_store as store
+from mcp_servers.umls import importer as umls_import
+from mcp_servers.umls import search as umls_search
+from mcp_servers.umls import lookup
+from mcp_servers.umls import schema
+from mcp_servers.umls import store
 from tests.umls.conftest import FIXTURES
 
 RRF = FIXTURES / "rrf"

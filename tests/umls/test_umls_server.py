@@ -8,7 +8,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from mcp_servers import umls
+from mcp_servers.umls import server as umls
 from mcp_servers.contracts import parse_tool_error
 from tests.umls.conftest import call
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from common.sqlite import MIGRATIONS_TABLE
-from mcp_servers import umls_lookup as lookup
-from mcp_servers import umls_schema as schema
-from mcp_servers import umls_search
-from mcp_servers import umls_store as store
+from mcp_servers.umls import lookup
+from mcp_servers.umls import schema
+from mcp_servers.umls import search as umls_search
+from mcp_servers.umls import store
 
 # (term, CUI, SNOMED CT, RxNorm) - identifiers checked against UMLS / SNOMED CT / RxNorm.
 ANCHORS = [

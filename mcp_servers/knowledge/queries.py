@@ -22,9 +22,9 @@ import re
 import sqlite_utils
 
 from mcp_servers.contracts import drugs_not_found_text
-from mcp_servers.knowledge_names import lookup_keys
-from mcp_servers.knowledge_store import AmbiguousDrugName, DrugNotFound, RecordNotFound
-from mcp_servers.knowledge_writes import SEVERITIES
+from mcp_servers.knowledge.names import lookup_keys
+from mcp_servers.knowledge.store import AmbiguousDrugName, DrugNotFound, RecordNotFound
+from mcp_servers.knowledge.writes import SEVERITIES
 
 MAX_TEXT = 1500
 MAX_LIST_ITEMS = 12

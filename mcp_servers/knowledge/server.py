@@ -24,12 +24,12 @@ from typing import Annotated, Iterator, Literal
 
 from fastmcp import FastMCP
 
-from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
+from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
-from mcp_servers import knowledge_queries as queries
-from mcp_servers import knowledge_trials as trials
+from mcp_servers.knowledge import queries
+from mcp_servers.knowledge import trials
 from mcp_servers.contracts import (
     READ_ONLY,
     Name,
@@ -43,7 +43,7 @@ from mcp_servers.contracts import (
     drugs_not_found_text,
     tool_error_message,
 )
-from mcp_servers.knowledge_store import (
+from mcp_servers.knowledge.store import (
     AmbiguousDrugName,
     DrugNotFound,
     RecordNotFound,

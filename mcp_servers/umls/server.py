@@ -27,15 +27,15 @@ from typing import Annotated, Callable, Iterator, Literal
 
 from fastmcp import FastMCP
 
-from mcp_servers._serve import ArgumentErrors, LazyDatabase, serve
+from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_servers import umls_grounding as grounding
-from mcp_servers import umls_lookup as lookup
-from mcp_servers import umls_schema as schema
-from mcp_servers import umls_search
-from mcp_servers import umls_store as store
+from mcp_servers.umls import grounding
+from mcp_servers.umls import lookup
+from mcp_servers.umls import schema
+from mcp_servers.umls import search as umls_search
+from mcp_servers.umls import store
 from mcp_servers.contracts import READ_ONLY, tool_error_message
 
 mcp = FastMCP(

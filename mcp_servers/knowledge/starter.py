@@ -1,4 +1,4 @@
-"""The knowledge store's shipped starter content (``data/knowledge``): drugs, interactions,
+"""The knowledge store's shipped starter content (``data/``): drugs, interactions,
 articles and trials written or sampled for the appliance, marked ``demo``.
 
 Invariants:
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from mcp_servers.knowledge_schema import MIGRATIONS
-from mcp_servers.knowledge_writes import origin_of, upsert_article, upsert_drug, upsert_interaction, upsert_trial
+from mcp_servers.knowledge.schema import MIGRATIONS
+from mcp_servers.knowledge.writes import origin_of, upsert_article, upsert_drug, upsert_interaction, upsert_trial
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "knowledge"
+DATA_DIR = Path(__file__).resolve().parent / "data"
 STARTER_FILES = ("drugs.json", "interactions.json", "articles.json", "trials_demo.json", "trials_ctgov_sample.json")
 
 

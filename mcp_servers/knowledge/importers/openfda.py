@@ -16,9 +16,9 @@ import json
 import re
 from typing import Any
 
-from mcp_servers.knowledge_names import display_name, name_key, strip_salt
-from mcp_servers.knowledge_records import KnowledgeImportReport, MalformedRecord, object_of, strings
-from mcp_servers.knowledge_writes import generic_for, get_drug, upsert_drug
+from mcp_servers.knowledge.names import display_name, name_key, strip_salt
+from mcp_servers.knowledge.importers.records import KnowledgeImportReport, MalformedRecord, object_of, strings
+from mcp_servers.knowledge.writes import generic_for, get_drug, upsert_drug
 
 _HEADING = re.compile(
     r"^\s*(\d+(\.\d+)*\s+)?(BOXED WARNING|CONTRAINDICATIONS|WARNINGS AND PRECAUTIONS|WARNINGS|DRUG INTERACTIONS|Do not use)\b\s*:?\s*"

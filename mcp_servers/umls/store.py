@@ -28,9 +28,9 @@ import sqlite_utils
 
 from common import sqlite
 from common.sqlite import get_meta, set_meta, write_transaction
-from mcp_servers.umls_schema import CUI_RE, MIGRATIONS, SEMANTIC_TYPES, STORE, deletions, norm
+from mcp_servers.umls.schema import CUI_RE, MIGRATIONS, SEMANTIC_TYPES, STORE, deletions, norm
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "umls"
+DATA_DIR = Path(__file__).resolve().parent / "data"
 STARTER_FILE = DATA_DIR / "concepts.tsv"
 
 Progress = Callable[[str], None] | None
@@ -108,7 +108,7 @@ TYPE_NOT_RECORDED = "-"  # the tuis cell of a concept whose semantic type is not
 
 
 def read_starter(path: Path = STARTER_FILE) -> list[dict]:
-    """Parse and validate the shipped TSV (see data/umls/PROVENANCE.md for the format)."""
+    """Parse and validate the shipped TSV (see data/PROVENANCE.md for the format)."""
     concepts, seen = [], set()
     header = None
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

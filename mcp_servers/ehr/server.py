@@ -66,13 +66,13 @@ from common.operator import operator_name
 from common.sqlite import DatabaseCorrupt
 from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository
-from mcp_servers._serve import ArgumentErrors, serve
+from mcp_servers.serving import ArgumentErrors, serve
 from mcp_servers.contracts import (
     AUDIT_EVENT_TOOL, ApprovalArg, ApprovalRecord, AuditEventKind, IdempotencyKey, Name, PatientId, ShortText,
     tool_error_message,
 )
 
-log = logging.getLogger("mcp_servers.ehr")
+log = logging.getLogger("mcp_servers.ehr.server")
 
 USER_HEADER = "X-Appliance-User"
 MAX_AUTHOR_CHARS = 200

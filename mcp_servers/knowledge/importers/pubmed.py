@@ -16,8 +16,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import IO, Iterator
 
-from mcp_servers.knowledge_records import KnowledgeImportReport
-from mcp_servers.knowledge_writes import upsert_article
+from mcp_servers.knowledge.importers.records import KnowledgeImportReport
+from mcp_servers.knowledge.writes import upsert_article
 
 _TOP_LEVEL = {"PubmedArticle", "PubmedBookArticle", "DeleteCitation"}
 

@@ -1,5 +1,5 @@
 """Reading the knowledge importers' inputs: files, folders, zip and gzip members, and JSON
-arrays one element at a time (``mcp_servers.knowledge_import``).
+arrays one element at a time (``mcp_servers.knowledge.importers.driver``).
 
 Invariants:
 - Memory stays bounded whatever the file size: JSON arrays ("results", "studies") are decoded
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 from mcp_servers import zip_stream
-from mcp_servers.knowledge_store import KnowledgeError
+from mcp_servers.knowledge.store import KnowledgeError
 
 
 class ImportSourceError(KnowledgeError):

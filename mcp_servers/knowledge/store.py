@@ -17,7 +17,7 @@ Invariants:
   full-text indexes kept by triggers: ``trials_fts`` (title, conditions, keywords, interventions)
   and ``trials_eligibility_fts`` (the eligibility criteria text); ``trial_filters`` is a narrow
   copy of the filtered columns (same rowid), kept by triggers too.
-- Rows carry ``origin``: ``starter`` (shipped files under ``data/knowledge``) or ``import``
+- Rows carry ``origin``: ``starter`` (shipped files under ``data/``) or ``import``
   (openFDA / MEDLINE / ClinicalTrials.gov importers). Loading the starter content never
   overwrites an imported row; imports always win over starter rows.
 - ``ensure_database`` is idempotent: a second call with unchanged shipped files only checks the
@@ -37,8 +37,8 @@ import sqlite_utils
 
 from common import sqlite
 from common.sqlite import get_meta, set_meta, write_transaction
-from mcp_servers.knowledge_schema import MIGRATIONS, STORE
-from mcp_servers.knowledge_starter import load_starter_content, starter_hash
+from mcp_servers.knowledge.schema import MIGRATIONS, STORE
+from mcp_servers.knowledge.starter import load_starter_content, starter_hash
 
 Progress = Callable[[str], None] | None
 

@@ -3,7 +3,7 @@ sample records by varying their fields.
 
 No bulk ClinicalTrials.gov download is at hand offline, so ``appliance bench tools`` measures
 search latency on studies generated here: each is one of the 126 real records shipped in
-``data/knowledge/trials_ctgov_sample.json`` (the TREC 2022 mesothelioma sample) with a new
+``data/trials_ctgov_sample.json`` (the TREC 2022 mesothelioma sample) with a new
 ``NCT8nnnnnnn`` id and varied fields: its conditions (kept, or swapped for a condition from a
 pool of the sample's own and common chronic conditions, with a title to match), overall
 status, phases, study type, age limits, sex, sites and arms. Eligibility texts are the sample's
@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
-from mcp_servers.knowledge_starter import DATA_DIR
+from mcp_servers.knowledge.starter import DATA_DIR
 
 # Common conditions beside the sample's own, so queries differ in how many trials they match.
 EXTRA_CONDITIONS = (

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from mcp_servers import umls_search
-from mcp_servers.umls_schema import InvalidQuery, NoMatch, norm
+from mcp_servers.umls import search as umls_search
+from mcp_servers.umls.schema import InvalidQuery, NoMatch, norm
 
 ENTITY_TYPES = ("Condition", "Medication", "Procedure", "Lab_Value", "Demographic", "Biomarker")
 METHODS = ("exact", "model_selected", "expert_review")

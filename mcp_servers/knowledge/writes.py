@@ -17,8 +17,8 @@ from typing import Any
 import sqlite_utils
 
 from common.sqlite import now_iso
-from mcp_servers.knowledge_names import lookup_keys, name_key
-from mcp_servers.trial_criteria import age_years
+from mcp_servers.knowledge.names import lookup_keys, name_key
+from mcp_servers.knowledge.trial_criteria import age_years
 
 SEVERITIES = ("contraindicated", "major", "moderate", "minor")
 

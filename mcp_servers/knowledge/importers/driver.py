@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from common.sqlite import write_transaction
-from mcp_servers.knowledge_ctgov import handle_study
-from mcp_servers.knowledge_openfda import handle_label
-from mcp_servers.knowledge_pubmed import handle_pubmed, iter_pubmed_records
-from mcp_servers.knowledge_records import KnowledgeImportReport, MalformedRecord
-from mcp_servers.knowledge_sources import (
+from mcp_servers.knowledge.importers.ctgov import handle_study
+from mcp_servers.knowledge.importers.openfda import handle_label
+from mcp_servers.knowledge.importers.pubmed import handle_pubmed, iter_pubmed_records
+from mcp_servers.knowledge.importers.records import KnowledgeImportReport, MalformedRecord
+from mcp_servers.knowledge.importers.sources import (
     UNREADABLE,
     ImportSourceError,
     ReadPosition,
@@ -47,7 +47,7 @@ from mcp_servers.knowledge_sources import (
     iter_json_records,
     why,
 )
-from mcp_servers.knowledge_store import KnowledgeError, connect, ensure_database
+from mcp_servers.knowledge.store import KnowledgeError, connect, ensure_database
 
 PROGRESS_EVERY = 500
 ByteProgress = Callable[[int, int], None] | None

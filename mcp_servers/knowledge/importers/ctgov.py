@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mcp_servers.knowledge_records import KnowledgeImportReport, object_of, strings
-from mcp_servers.knowledge_writes import upsert_trial
+from mcp_servers.knowledge.importers.records import KnowledgeImportReport, object_of, strings
+from mcp_servers.knowledge.writes import upsert_trial
 
 _NCT = re.compile(r"^NCT\d{8}$")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite_utils
 
 from common import sqlite
-from mcp_servers.trial_criteria import age_years
+from mcp_servers.knowledge.trial_criteria import age_years
 
 
 def m001_initial(db: sqlite_utils.Database) -> None:

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_servers.knowledge_store import KnowledgeError
+from mcp_servers.knowledge.store import KnowledgeError
 
 
 class MalformedRecord(KnowledgeError):

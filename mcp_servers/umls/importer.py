@@ -42,8 +42,8 @@ from typing import Callable, Iterator
 
 from common import sqlite
 from common.sqlite import set_meta, write_transaction
-from mcp_servers import umls_schema as schema
-from mcp_servers import umls_store as store
+from mcp_servers.umls import schema
+from mcp_servers.umls import store
 
 KEEP_SABS = ("SNOMEDCT_US", "RXNORM", "LNC", "MSH")
 MAX_SHRINK = 0.2  # an import may leave the store with at most a fifth fewer concepts than before
