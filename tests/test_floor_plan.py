@@ -41,9 +41,29 @@ def test_the_floors_inside_appliance_keep_the_libraries_below_the_agent_and_the_
     assert len(inside) == 1 and inside[0]["type"] == "layers"
     floors = [set(floor.replace(":", "|").replace(" ", "").split("|")) for floor in inside[0]["layers"]]
     floor_of = {module: depth for depth, modules in enumerate(floors) for module in modules}
-    assert "cli" in floors[0] and "cli_support" in floors[0]
+    assert {"cli", "line_session"} <= floors[0]
     for library in ("grounding", "extraction", "prescreen", "safety", "medication", "llm"):
         assert floor_of[library] > floor_of["agent"], library
+
+
+def test_the_appliance_root_holds_the_core_and_folders_only():
+    """Issue 27: at most 8 modules beside the sub-packages (the core: config, errors, runtime, wording)."""
+    modules = sorted(p.name for p in (ROOT / "appliance").glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= 8, modules
+
+
+def test_options_several_commands_take_are_declared_once():
+    """The command tree's shared options live in appliance/cli/options.py; no command module
+    declares one of them itself."""
+    import re
+
+    shared = set(re.findall(r'add_argument\("(--[a-z-]+)"', (ROOT / "appliance/cli/options.py").read_text()))
+    assert {"--model", "--json", "--script", "--limit", "--out", "--resume"} <= shared
+    for path in (ROOT / "appliance/cli").glob("*.py"):
+        if path.name in ("options.py", "grounding_serve.py"):  # grounding_serve: its own executable
+            continue
+        declared = set(re.findall(r'add_argument\("(--[a-z-]+)"', path.read_text()))
+        assert not declared & shared, (path.name, declared & shared)
 
 
 def test_the_import_contracts_hold():

@@ -102,7 +102,7 @@ def test_with_clinician_accounts_a_terminal_must_name_one_that_is_enabled(tmp_pa
     assert cli("terminal", "add", "desk-1", "--account", "aokafor").returncode == 0
 
 
-@pytest.mark.parametrize("entry", ["mcp_servers.ehr.server", "appliance.cli", "tui.launcher", "appliance.grounding_serve"])
+@pytest.mark.parametrize("entry", ["mcp_servers.ehr.server", "appliance.cli", "tui.launcher", "appliance.cli.grounding_serve"])
 def test_every_entry_point_turns_off_dependency_update_checks_itself(entry):
     """Started with a clean environment, each entry point's package sets fastmcp's update check
     off before fastmcp is imported (nothing on the network at run time)."""

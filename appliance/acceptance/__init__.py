@@ -8,6 +8,6 @@ through their own code), ``figures`` (intervals and latency), ``thresholds`` (th
 
 Invariants:
 - Nothing here loads a model or starts a server by itself: callers hand in the model and
-  the tool box (``appliance.acceptance_cli``), so tests run it on a scripted model.
+  the tool box (``appliance.cli.acceptance``), so tests run it on a scripted model.
 - Nothing here imports ``appliance.runtime``: the runtime asks the store about acceptance.
 """

@@ -3,7 +3,7 @@
 
 ``mcp_servers`` sits a floor below ``appliance`` and cannot import the model runtime, so the
 server module only offers a hook (``umls.configure_grounder``); ``make_grounder`` builds one
-from a loaded model, and the launcher ``appliance.grounding_serve`` installs it.
+from a loaded model, and the launcher ``appliance.cli.grounding_serve`` installs it.
 
 Invariant: an expected grounding failure reaches the client as the contract's ``ToolError``
 (``invalid_args``), never a traceback.

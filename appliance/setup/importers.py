@@ -13,7 +13,7 @@ Invariants:
   file would change what clinicians rely on, unless ``accept_changes`` (``ehr_db.fhir_import``);
   ``ImportFailed.cause`` keeps the importer's own error (its list of differences).
 - stdout carries only the result (the summary the caller prints); the progress line goes to
-  stderr, and only when stderr is a terminal (``cli_support.ProgressBar``).
+  stderr, and only when stderr is a terminal (``common.progress.ProgressBar``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from appliance.cli_support import ProgressBar
+from common.progress import ProgressBar
 from appliance.errors import ApplianceError
 from common import locations
 

@@ -21,7 +21,7 @@ GEMMA_SHA = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 def oracle_cli(monkeypatch, turn_agent, appliance_home):
     """``model accept`` on the right oracle: its turns over scripted tools, perfect job figures."""
     import appliance.acceptance.run as run_module
-    import appliance.acceptance_cli as cli_module
+    import appliance.cli.acceptance as cli_module
     import appliance.setup.home as init_module
     import appliance.runtime as runtime
 

@@ -11,7 +11,7 @@ from appliance.cli import main
 from appliance.extraction.evaluate import (
     RefBullet, match_score, reference_bullets, score_record, summary_json, totals, write_run,
 )
-from appliance.extraction_cli import ProgressBar
+from appliance.cli.extract import ProgressBar
 
 RECORD_TEXT = """Inclusion Criteria:
 
@@ -192,7 +192,7 @@ def test_a_big_text_file_is_estimated_and_refused_by_characters(tmp_path, capsys
 def test_the_estimate_counts_one_call_per_page_window():
     from appliance.extraction import ExtractionConfig
     from appliance.extraction.loaders import Document, Page
-    from appliance.extraction_cli import estimate_calls
+    from appliance.cli.extract import estimate_calls
 
     config = ExtractionConfig()
     window = config.page_cap * 3
@@ -202,7 +202,7 @@ def test_the_estimate_counts_one_call_per_page_window():
 
 
 def test_a_long_run_off_a_terminal_prints_a_line_per_tenth(capsys):
-    from appliance.extraction_cli import _Progress
+    from appliance.cli.extract import _Progress
 
     progress = _Progress(ProgressBar(io.StringIO()))
     for done in range(1, 201):

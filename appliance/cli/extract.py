@@ -20,7 +20,9 @@ import json
 import sys
 from pathlib import Path
 
-from appliance.cli_support import ProgressBar, model_from
+from appliance.cli import options
+from appliance.cli.options import EVAL_HELP, Tree
+from appliance.cli.support import ProgressBar, model_from
 from appliance.errors import ApplianceError
 
 STAGE_NAMES = {"pages": "pages", "criteria": "passages"}
@@ -151,17 +153,18 @@ def _positive(text: str) -> int:
 
 
 def _common(p) -> None:
-    p.add_argument("--model", help="model profile (default: gemma3-270m)")
-    p.add_argument("--script", help="JSON file of scripted outputs keyed by extraction node (instead of the model)")
+    options.model(p)
+    options.script(p, "JSON file of scripted outputs keyed by extraction node (instead of the model)")
     p.add_argument("--no-split", action="store_true", help="keep each bullet whole (no model call to split it)")
     p.add_argument("--no-details", action="store_true",
                    help="no description call per criterion (text, side, and the thresholds code finds)")
-    p.add_argument("--json", action="store_true")
+    options.json_output(p)
 
 
-def register(sub, eval_sub) -> None:
-    """Add `extract` to the top-level commands and `extraction` to `appliance eval`."""
-    ex = sub.add_parser("extract", help="extract eligibility criteria from a protocol (.txt, .md, .pdf, CT.gov .json)")
+def register(tree: Tree) -> None:
+    """``appliance extract`` and ``appliance eval extraction``."""
+    ex = tree.command("extract", "extract eligibility criteria from a protocol (.txt, .md, .pdf, CT.gov .json)",
+                      cmd_extract)
     ex.add_argument("protocol", help="the protocol file")
     ex.add_argument("--ground", action="store_true", help="ground each criterion's entities in the UMLS subset")
     ex.add_argument("--max-pages", type=_positive, default=MAX_PAGES, metavar="N",
@@ -169,11 +172,10 @@ def register(sub, eval_sub) -> None:
     ex.add_argument("--max-chars", type=_positive, default=MAX_CHARS, metavar="N",
                     help=f"refuse a protocol of more characters (default {MAX_CHARS:,})")
     _common(ex)
-    ex.set_defaults(func=cmd_extract)
 
-    ev = eval_sub.add_parser("extraction", help="bullets recovered, invented and mislabelled on the CT.gov sample")
-    ev.add_argument("--data", help="folder holding trial_criteria_cache.json (default: ../shared/data/ctgov-sample)")
-    ev.add_argument("--limit", type=int, help="only the first N records")
-    ev.add_argument("--out", help="write the run (config.json, rows.jsonl) to this folder")
+    ev = tree.group("eval", EVAL_HELP, dest="what").command(
+        "extraction", "bullets recovered, invented and mislabelled on the CT.gov sample", cmd_eval_extraction)
+    options.data_file(ev, "folder holding trial_criteria_cache.json (default: ../shared/data/ctgov-sample)")
+    options.limit(ev, "only the first N records")
+    options.run_dir(ev, resume=False, out_help="write the run (config.json, rows.jsonl) to this folder")
     _common(ev)
-    ev.set_defaults(func=cmd_eval_extraction)

@@ -23,24 +23,38 @@ import json
 
 from pathlib import Path
 
-from appliance.cli_support import ProgressBar, load_script, model_from, settings_from
+from appliance.cli import options
+from appliance.cli.options import EVAL_HELP, Tree
+from appliance.cli.support import ProgressBar, load_script, model_from, settings_from
 
 STATUSES = ("recruiting", "active", "completed", "any")
 
 
-def register(sub) -> None:
-    p = sub.add_parser("prescreen", help="check a patient against the eligibility criteria of matching trials")
+def register(tree: Tree) -> None:
+    """``appliance prescreen`` and ``appliance eval trialgpt``."""
+    p = tree.command("prescreen", "check a patient against the eligibility criteria of matching trials", cmd_prescreen)
     p.add_argument("patient_id", metavar="PATIENT_ID")
     p.add_argument("--condition", metavar="TEXT", help="the condition to search trials for (default: the patient's "
                                                        "active problems, then the model's proposals)")
     p.add_argument("--max-trials", type=int, default=5, metavar="N", help="trials to judge (1-20, default 5)")
     p.add_argument("--status", choices=STATUSES, default="recruiting", help="trial status to search (default recruiting)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: patient_facts, trials (each criterion "
-                                                       "with decided_by and cited_facts), search, stats")
+    options.json_output(p, "print one JSON object: patient_facts, trials (each criterion with decided_by and "
+                           "cited_facts), search, stats")
     p.add_argument("--as-of", metavar="YYYY-MM-DD", help="the day dated criteria are read against (default: today)")
-    p.add_argument("--model", help="model profile (default: gemma3-270m)")
-    p.add_argument("--script", help="JSON file of scripted model outputs (and optional tool outcomes)")
-    p.set_defaults(func=cmd_prescreen)
+    options.model(p)
+    options.script(p, "JSON file of scripted model outputs (and optional tool outcomes)")
+
+    ev = tree.group("eval", EVAL_HELP, dest="what").command(
+        "trialgpt", "criterion-level accuracy on TrialGPT's expert annotations (and GPT-4's)", cmd_eval_trialgpt)
+    ev.add_argument("file", nargs="?", metavar="FILE",
+                    help="criterion annotations JSON (default: ../shared/data/trialgpt/criterion_annotations_dev.json)")
+    options.limit(ev)
+    options.run_dir(ev, recompute=True)
+    ev.add_argument("--parallel", type=int, default=8, metavar="N",
+                    help="criteria decoded side by side (1: one after another; default 8)")
+    options.json_output(ev, "print one JSON object of metrics")
+    options.model(ev)
+    options.script(ev, "JSON file of scripted outputs keyed by CRITERION_INCLUSION / CRITERION_EXCLUSION")
 
 
 def cmd_prescreen(args: argparse.Namespace) -> int:
@@ -97,22 +111,6 @@ def _model(settings, script: dict | None):
     return load_model(settings)
 
 
-def register_eval(eval_sub) -> None:
-    ev = eval_sub.add_parser("trialgpt", help="criterion-level accuracy on TrialGPT's expert annotations (and GPT-4's)")
-    ev.add_argument("file", nargs="?", metavar="FILE",
-                    help="criterion annotations JSON (default: ../shared/data/trialgpt/criterion_annotations_dev.json)")
-    ev.add_argument("--limit", type=int, metavar="N", help="only the first N rows")
-    ev.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run (its rows already done are kept)")
-    ev.add_argument("--out", metavar="DIR", help="folder for the run directory (default: runs/ in the data home)")
-    ev.add_argument("--parallel", type=int, default=8, metavar="N",
-                    help="criteria decoded side by side (1: one after another; default 8)")
-    ev.add_argument("--recompute", metavar="RUN_DIR", help="print the metrics of a run from its files (no model)")
-    ev.add_argument("--json", action="store_true", help="print one JSON object of metrics")
-    ev.add_argument("--model", help="model profile (default: gemma3-270m)")
-    ev.add_argument("--script", help="JSON file of scripted outputs keyed by CRITERION_INCLUSION / CRITERION_EXCLUSION")
-    ev.set_defaults(func=cmd_eval_trialgpt)
-
-
 def cmd_eval_trialgpt(args: argparse.Namespace) -> int:
     from appliance.prescreen import trialgpt
     from appliance.prescreen.evaluate import NODES
@@ -146,4 +144,4 @@ def cmd_eval_trialgpt(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["register", "register_eval", "cmd_prescreen", "cmd_eval_trialgpt"]
+__all__ = ["register", "cmd_prescreen", "cmd_eval_trialgpt"]

@@ -18,13 +18,14 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from appliance.cli import options
+from appliance.cli.options import Tree
 from appliance.errors import ApplianceError
 from common import locations
 
@@ -186,38 +187,51 @@ def cmd_ehr_restore(args) -> int:
     return 0
 
 
-def register_audit(sub: argparse._SubParsersAction) -> None:
-    audit = sub.add_parser("audit", help="the record's tamper-evident audit log")
-    asub = audit.add_subparsers(dest="action", required=True)
-    verify = asub.add_parser("verify", help="check the hash chain, every clinical row's digest and the copies of "
-                                            "the chain head; exit 1 naming each problem")
-    verify.add_argument("--json", action="store_true")
-    verify.add_argument("--backups", action="append", metavar="PATH",
-                        help="also compare the head with the manifests of these backups (a backup, a manifest or "
-                             "a folder of them; repeatable): catches a whole data home rolled back")
-    verify.set_defaults(func=cmd_audit_verify)
-    show = asub.add_parser("show", help="one patient's audit rows (writes, approvals, rejections, ...)")
-    show.add_argument("--patient", required=True, metavar="ID")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=cmd_audit_show)
+def cmd_import(args) -> int:
+    from appliance.setup.importers import run_import
+
+    print(run_import(args.area, args.kind, Path(args.path), replace=getattr(args, "replace", False)))
+    return 0
 
 
-def register_ehr(asub: argparse._SubParsersAction) -> None:
-    """``ehr backup`` and ``ehr restore``, and the record's own option of ``ehr import``
-    (declared here, beside the record's other commands)."""
-    imp = asub.choices.get("import")
-    if imp is not None:
-        imp.add_argument("--accept-changes", action="store_true",
-                         help="apply changes to a patient's identity, an allergy or an active medication (each is "
-                              "printed, and audited with before and after)")
-        imp.set_defaults(func=cmd_ehr_import)
-    backup = asub.add_parser("backup", help="copy the record to PATH (a file, or a folder) through SQLite's backup "
-                                            "API, with a manifest beside it")
+def register(tree: Tree) -> None:
+    """``ehr``, ``umls`` and ``knowledge`` (each with ``import``; the record also ``backup`` and
+    ``restore``), and ``audit``."""
+    for area, kinds in (("ehr", ("fhir",)), ("umls", ("rrf",)), ("knowledge", ("openfda", "pubmed", "ctgov"))):
+        group = tree.group(area, f"{area} data")
+        imp = group.command("import", f"import {'/'.join(kinds)} data", cmd_ehr_import if area == "ehr" else cmd_import,
+                            area=area)
+        if len(kinds) > 1:
+            imp.add_argument("kind", choices=kinds)
+        else:
+            imp.set_defaults(kind=kinds[0])
+        imp.add_argument("path")
+        if area == "ehr":
+            imp.add_argument("--accept-changes", action="store_true",
+                             help="apply changes to a patient's identity, an allergy or an active medication (each is "
+                                  "printed, and audited with before and after)")
+        else:  # these importers replace or prune a store's content
+            imp.add_argument("--replace", action="store_true",
+                             help="accept a result that shrinks the store by more than the safety threshold")
+    ehr = tree.group("ehr", "ehr data")
+    backup = ehr.command("backup", "copy the record to PATH (a file, or a folder) through SQLite's backup API, with a "
+                                   "manifest beside it", cmd_ehr_backup)
     backup.add_argument("path")
     backup.add_argument("--verify", action="store_true",
                         help="check the backup at PATH against its manifest (hash, integrity, chain, row digests) "
                              "without restoring it")
-    backup.set_defaults(func=cmd_ehr_backup)
-    restore = asub.add_parser("restore", help="replace the record with a checked backup (the old one is kept)")
+    restore = ehr.command("restore", "replace the record with a checked backup (the old one is kept)", cmd_ehr_restore)
     restore.add_argument("path")
-    restore.set_defaults(func=cmd_ehr_restore)
+
+    audit = tree.group("audit", "the record's tamper-evident audit log")
+    verify = audit.command("verify", "check the hash chain, every clinical row's digest and the copies of the chain "
+                                     "head; exit 1 naming each problem", cmd_audit_verify)
+    options.json_output(verify)
+    verify.add_argument("--backups", action="append", metavar="PATH",
+                        help="also compare the head with the manifests of these backups (a backup, a manifest or "
+                             "a folder of them; repeatable): catches a whole data home rolled back")
+    show = audit.command("show", "one patient's audit rows (writes, approvals, rejections, ...)", cmd_audit_show)
+    options.patient(show, "the patient whose rows to show", required=True, metavar="ID")
+    options.json_output(show)
+
+

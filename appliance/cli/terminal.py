@@ -13,9 +13,10 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from appliance.cli import options
+from appliance.cli.options import Tree
 from appliance.config import Settings
 from appliance.errors import ApplianceError
 
@@ -72,17 +73,12 @@ def cmd_revoke(args) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    term = sub.add_parser("terminal", help="bearer tokens for terminals using the MCP servers over HTTP")
-    tsub = term.add_subparsers(dest="action", required=True)
-    add = tsub.add_parser("add", help="add a terminal and print its token (once)")
+def register(tree: Tree) -> None:
+    """``appliance terminal add|list|revoke``."""
+    term = tree.group("terminal", "bearer tokens for terminals using the MCP servers over HTTP")
+    add = term.command("add", "add a terminal and print its token (once)", cmd_add)
     add.add_argument("name", help="the terminal's name: letters, digits, '.', '_', '-'")
     add.add_argument("--account", required=True, help="the clinician account its writes are recorded under")
-    add.add_argument("--json", action="store_true")
-    add.set_defaults(func=cmd_add)
-    ls = tsub.add_parser("list", help="the terminals (never their tokens)")
-    ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=cmd_list)
-    rv = tsub.add_parser("revoke", help="refuse a terminal's token from now on")
-    rv.add_argument("name")
-    rv.set_defaults(func=cmd_revoke)
+    options.json_output(add)
+    options.json_output(term.command("list", "the terminals (never their tokens)", cmd_list))
+    term.command("revoke", "refuse a terminal's token from now on", cmd_revoke).add_argument("name")

@@ -19,7 +19,9 @@ import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from appliance.cli_support import ProgressBar, model_from
+from appliance.cli import options
+from appliance.cli.options import EVAL_HELP, Tree
+from appliance.cli.support import ProgressBar, model_from
 from appliance.errors import ApplianceError
 from common.locations import new_run_dir
 
@@ -116,25 +118,23 @@ def cmd_eval_grounding(args) -> int:
 
 
 def _common(p) -> None:
-    p.add_argument("--model", help="model profile (default: gemma3-270m)")
-    p.add_argument("--script", help="JSON file of scripted outputs keyed by grounding node (instead of the model)")
+    options.model(p)
+    options.script(p, "JSON file of scripted outputs keyed by grounding node (instead of the model)")
     p.add_argument("--via-mcp", action="store_true", help="search through the UMLS MCP server, not in process")
-    p.add_argument("--json", action="store_true")
+    options.json_output(p)
 
 
-def register(sub, eval_sub) -> None:
-    """Add `ground` to the top-level commands and `grounding` to `appliance eval`."""
-    gr = sub.add_parser("ground", help="ground clinical or criterion text to UMLS concepts (CUI + SNOMED CT)")
+def register(tree: Tree) -> None:
+    """``appliance ground`` and ``appliance eval grounding``."""
+    gr = tree.command("ground", "ground clinical or criterion text to UMLS concepts (CUI + SNOMED CT)", cmd_ground)
     gr.add_argument("text", help="the criterion or clinical text")
     _common(gr)
-    gr.set_defaults(func=cmd_ground)
 
-    ev = eval_sub.add_parser("grounding", help="grounding figures on TrialGPT's distinct criterion texts")
-    ev.add_argument("--data", help="criterion_annotations_dev.json (default: ../shared/data/trialgpt/)")
-    ev.add_argument("--limit", type=int, help="only the first N distinct criteria")
-    ev.add_argument("--out", help="folder for the run directory (default: runs/ in the data home)")
-    ev.add_argument("--recompute", metavar="RUN_DIR", help="recompute the metrics of an earlier run from its files")
+    ev = tree.group("eval", EVAL_HELP, dest="what").command(
+        "grounding", "grounding figures on TrialGPT's distinct criterion texts", cmd_eval_grounding)
+    options.data_file(ev, "criterion_annotations_dev.json (default: ../shared/data/trialgpt/)")
+    options.limit(ev, "only the first N distinct criteria")
+    options.run_dir(ev, resume=False, recompute=True)
     ev.add_argument("--exact-phrases", action="store_true",
                     help="no model: count the criteria's exact concept phrases (the fast path's reach)")
     _common(ev)
-    ev.set_defaults(func=cmd_eval_grounding)

@@ -20,24 +20,24 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from appliance.cli_support import ProgressBar, settings_from
+from appliance.cli import options
+from appliance.cli.options import Tree
+from appliance.cli.support import ProgressBar, settings_from
 from appliance.errors import ApplianceError
 
 OFFER = ("measure it at this site before clinical use: appliance model accept --profile {profile} "
          "(about 30 minutes on 2 cores; until it is accepted its answers carry a notice)")
 
 
-def register(msub) -> None:
+def register(model: Tree) -> None:
     """``accept`` under ``appliance model``."""
-    acc = msub.add_parser("accept", help="measure the installed model on the appliance's jobs and record the verdict")
+    acc = model.command("accept", "measure the installed model on the appliance's jobs and record the verdict",
+                        cmd_accept)
     acc.add_argument("--profile", help="the profile whose file to measure (default: the active one)")
-    acc.add_argument("--limit", type=int, metavar="N", help="a quick check: the first N cases and rows of each part "
-                                                            "(never recorded as a verdict)")
-    acc.add_argument("--resume", metavar="RUN_DIR", help="finish a stopped run (its finished cases are kept)")
-    acc.add_argument("--out", metavar="DIR", help="folder for the run directory (default: runs/ in the data home)")
-    acc.add_argument("--json", action="store_true", help="print the result object (figures, verdict) on stdout")
-    acc.add_argument("--model", help=argparse.SUPPRESS)
-    acc.set_defaults(func=cmd_accept)
+    options.limit(acc, "a quick check: the first N cases and rows of each part (never recorded as a verdict)")
+    options.run_dir(acc)
+    options.json_output(acc, "print the result object (figures, verdict) on stdout")
+    options.model(acc, help=argparse.SUPPRESS)
 
 
 def cmd_accept(args) -> int:

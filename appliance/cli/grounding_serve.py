@@ -1,7 +1,7 @@
 """The UMLS MCP server with a grounding model in its process, so ``ground_text`` runs the whole
 loop (extraction, exact fast path, evaluation) for any MCP client.
 
-Run: ``python -m appliance.grounding_serve [--model PROFILE] [--db PATH] [--http HOST:PORT]``
+Run: ``python -m appliance.cli.grounding_serve [--model PROFILE] [--db PATH] [--http HOST:PORT]``
 
 Why a launcher: ``mcp_servers`` sits a floor below ``appliance`` and cannot import the model
 runtime, so the server module only offers a hook (``umls.configure_grounder``); this launcher
@@ -24,7 +24,7 @@ from mcp_servers.umls import server as umls
 
 
 def main(argv: list[str] | None = None) -> int:
-    from appliance.cli_support import settings_from
+    from appliance.cli.support import settings_from
     from appliance.runtime import load_model
     from common.locations import umls_db_path
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = load_model(settings)
     except ApplianceError as exc:
-        print(f"appliance.grounding_serve: {exc}", file=sys.stderr)
+        print(f"appliance.cli.grounding_serve: {exc}", file=sys.stderr)
         return 2
     umls.configure_grounder(make_grounder(model, db))
     try:

@@ -1,5 +1,5 @@
 """``appliance model install|list``: the model files the operator brings, and which one runs
-(``accept``, the site acceptance run, is ``appliance.acceptance_cli``; ``install`` offers it).
+(``accept``, the site acceptance run, is ``appliance.cli.acceptance``; ``install`` offers it).
 
 Invariants:
 - ``install`` copies, hashes and checks the file with llama.cpp before anything is in place
@@ -15,8 +15,9 @@ import argparse
 import json
 from pathlib import Path
 
-from appliance import acceptance_cli
-from appliance.cli_support import ProgressBar, settings_from
+from appliance.cli import acceptance, options
+from appliance.cli.options import Tree
+from appliance.cli.support import ProgressBar, settings_from
 
 
 def cmd_install(args) -> int:
@@ -42,7 +43,7 @@ def cmd_install(args) -> int:
               f"(sha256 {entry.sha256[:16]}..., checked at every start)")
         if profile.name != settings_from(args).model:
             print(f"to use it: APPLIANCE_MODEL={profile.name}")
-    acceptance_cli.offer(profile.name, as_json=args.json)
+    acceptance.offer(profile.name, as_json=args.json)
     return 0
 
 
@@ -83,18 +84,16 @@ def cmd_list(args) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    model = sub.add_parser("model", help="install the model files you bring; list what is installed; measure it (accept)")
-    msub = model.add_subparsers(dest="action", required=True)
-    ins = msub.add_parser("install", help="copy, hash and check a GGUF, then record it for a profile")
+def register(tree: Tree) -> None:
+    """``appliance model install|list|accept``."""
+    model = tree.group("model", "install the model files you bring; list what is installed; measure it (accept)")
+    ins = model.command("install", "copy, hash and check a GGUF, then record it for a profile", cmd_install)
     ins.add_argument("path", help="the GGUF file, e.g. medgemma-1.5-4b-it-Q4_K_M.gguf")
     ins.add_argument("--mmproj", help="its vision projector GGUF")
     ins.add_argument("--profile", default="medgemma-1.5-4b-it", help="the profile it is for (default medgemma-1.5-4b-it)")
-    ins.add_argument("--model", help=argparse.SUPPRESS)
-    ins.add_argument("--json", action="store_true")
-    ins.set_defaults(func=cmd_install)
-    ls = msub.add_parser("list", help="each profile: where its file is, whether it is in place, the active one")
-    ls.add_argument("--model", help="treat this profile as the active one")
-    ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=cmd_list)
-    acceptance_cli.register(msub)
+    options.model(ins, help=argparse.SUPPRESS)
+    options.json_output(ins)
+    ls = model.command("list", "each profile: where its file is, whether it is in place, the active one", cmd_list)
+    options.model(ls, help="treat this profile as the active one")
+    options.json_output(ls)
+    acceptance.register(model)

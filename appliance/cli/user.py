@@ -12,9 +12,10 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from appliance.cli import options
+from appliance.cli.options import Tree
 from appliance.config import Settings
 
 
@@ -81,28 +82,20 @@ def cmd_policy(args) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``user`` command to the CLI's subcommands."""
-    user = sub.add_parser("user", help="clinician accounts for sign-in (passwords from the terminal or stdin)")
-    usub = user.add_subparsers(dest="action", required=True)
-    add = usub.add_parser("add", help="add a clinician account (password typed twice, or one line of stdin)")
+def register(tree: Tree) -> None:
+    """``appliance user add|list|disable|enable|passwd|policy``."""
+    user = tree.group("user", "clinician accounts for sign-in (passwords from the terminal or stdin)")
+    add = user.command("add", "add a clinician account (password typed twice, or one line of stdin)", cmd_add)
     add.add_argument("name", help="account name: letters, digits, '.', '_', '@', '-' (recorded on EHR writes)")
     add.add_argument("--display-name", help="the name shown in the terminal, e.g. 'Dr. Ada Okafor'")
     add.add_argument("--role", help="free text, e.g. physician or nurse (shown, not enforced)")
-    add.set_defaults(func=cmd_add)
-    ls = usub.add_parser("list", help="list the accounts")
-    ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=cmd_list)
+    options.json_output(user.command("list", "list the accounts", cmd_list))
     for action, enable in (("disable", False), ("enable", True)):
-        p = usub.add_parser(action, help=f"{action} an account (it is kept, with its history)")
-        p.add_argument("name")
-        p.set_defaults(func=cmd_enable, enable=enable)
-    pw = usub.add_parser("passwd", help="set a new password (also lifts a lock-out)")
-    pw.add_argument("name")
-    pw.set_defaults(func=cmd_passwd)
-    policy = usub.add_parser("policy", help="show or set the lock-out: wrong passwords before an account locks, "
-                                            "and for how long (kept in the data home)")
+        user.command(action, f"{action} an account (it is kept, with its history)", cmd_enable,
+                     enable=enable).add_argument("name")
+    user.command("passwd", "set a new password (also lifts a lock-out)", cmd_passwd).add_argument("name")
+    policy = user.command("policy", "show or set the lock-out: wrong passwords before an account locks, and for "
+                                    "how long (kept in the data home)", cmd_policy)
     policy.add_argument("--max-failures", type=int, metavar="N", help="wrong passwords in a row (1-100; default 5)")
     policy.add_argument("--lockout-minutes", type=float, metavar="M", help="minutes locked (default 15)")
-    policy.add_argument("--json", action="store_true")
-    policy.set_defaults(func=cmd_policy)
+    options.json_output(policy)

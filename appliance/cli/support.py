@@ -1,4 +1,5 @@
-"""What the command modules share: settings from ``--model``, ``--script`` files, the progress bar.
+"""What the command modules share: settings from ``--model``, ``--script`` files, and the progress
+bar (``common.progress.ProgressBar``, which the importers in ``appliance.setup`` draw on too).
 
 Invariants:
 - A script is checked here before anything loads (UTF-8 JSON, an object, only the command's
@@ -10,12 +11,12 @@ Invariants:
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Collection
 from pathlib import Path
 
 from appliance.config import Settings
 from appliance.errors import ScriptError
+from common.progress import ProgressBar
 
 
 def settings_from(args) -> Settings:
@@ -56,30 +57,4 @@ def model_from(args, nodes: Collection[str]):
     return load_model(settings_from(args))
 
 
-class ProgressBar:
-    """One self-rewriting line on stderr (a terminal only): a label, a bar and counts, or a note."""
-
-    WIDTH = 24
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.shown = False
-
-    def show(self, label: str, done: int, total: int, tail: str = "") -> None:
-        filled = int(self.WIDTH * done / total) if total else self.WIDTH
-        self.note(f"{label:<24} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}"
-                  + (f"  {tail}" if tail else ""))
-
-    def note(self, message: str) -> None:
-        if not self.enabled:
-            return
-        self.stream.write(f"\r{message}\x1b[K")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.shown = False
+__all__ = ["ProgressBar", "load_script", "model_from", "settings_from"]
