@@ -1,7 +1,8 @@
 """The progress line of long jobs (imports, evaluations, extraction, bundling).
 
 Invariant: it draws on stderr, and only when stderr is a terminal, so stdout stays the result
-and a script or a pipe sees no progress at all.
+and a pipe never receives the bar's carriage returns (a job may print its own plain progress
+lines to stderr when it is not a terminal, as ``appliance extract`` does).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Local MCP servers (fastmcp): one module per server; ``contracts`` defines the agent's tools."""
+"""Local MCP servers (fastmcp): one package per server (``ehr``, ``umls``, ``knowledge``), each
+with its tools in ``server``; ``contracts`` defines the agent's tools, ``serving`` runs a server."""
 
 from common.offline import no_phone_home
 

@@ -1,4 +1,4 @@
-"""The core never imports the TUI or Textual (STYLE.md: shape of the house).
+"""The core never imports the TUI or Textual (../shared/STYLE.md: shape of the house; docs/design.md §17).
 
 tests/test_floor_plan.py checks the project's own import statements (lazy ones too); this test
 imports each core module for real, so Textual arriving through a third-party package, or a

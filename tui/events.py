@@ -1,5 +1,5 @@
 """Messages that worker threads post to the app. Workers never touch widgets; the app's
-handlers for these messages own all state (STYLE.md "The TUI").
+handlers for these messages own all state (../shared/STYLE.md, "The TUI").
 
 Invariant: every message that belongs to a turn carries its ``turn_id``, so a message from a
 turn the clinician already left (cancelled, new session) is recognised and dropped.

@@ -9,7 +9,7 @@ Invariants:
 - Every tool of the three servers is measured: the agent's tools and the lookups around them
   (trial details, concept and semantic-type lookups, both drug vocabularies).
 - The 100k-concept UMLS database is built by the same importer code path as a licensed import
-  (``umls_import.build_synthetic`` writes RRF rows and imports them), and searched over stdio.
+  (``umls.importer.build_synthetic`` writes RRF rows and imports them), and searched over stdio.
 - The trial search is measured on 50,000 trials (``--trials``) imported from a bulk-download
   zip (``appliance.bench.trials``); the trials are generated from the real sample records.
 - ``audit verify`` is timed on a record of 100,000 clinical rows (the demo patients and

@@ -2,7 +2,7 @@
 on a cache of 50,000 trials, as the agent and the prescreen call them (over stdio).
 
 Invariants:
-- The cache is built by the bulk-import code path (``knowledge_synthetic.write_bulk_zip`` writes
+- The cache is built by the bulk-import code path (``knowledge.synthetic.write_bulk_zip`` writes
   a zip of one API v2 JSON file per study, as ClinicalTrials.gov's download is laid out, and
   ``import_ctgov_studies`` imports it) in a child process, whose own peak RSS is reported: the
   import's memory, not the benchmark's.

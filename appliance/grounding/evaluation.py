@@ -85,7 +85,7 @@ def run_grounding_eval(model: LanguageModel, search: ConceptSearch, run_dir: Pat
 
 def run_exact_phrase_baseline(db_path: Path, run_dir: Path, *, data: Path = DEFAULT_DATA,
                               limit: int | None = None) -> dict:
-    """No model: each criterion's exact concept phrases (``umls_grounding.exact_phrases``), the
+    """No model: each criterion's exact concept phrases (``umls.grounding.exact_phrases``), the
     entities the exact fast path would take if an extractor named them. Measures how many
     evaluate calls the fast path can save on these criteria whatever model extracts."""
     from mcp_servers.umls.grounding import exact_phrases

@@ -1,5 +1,5 @@
 """Concept search as grounding sees it: one ``ConceptSearch`` protocol, answered in process
-(``umls_search.search`` on the local database) or through the UMLS MCP server's
+(``umls.search.search`` on the local database) or through the UMLS MCP server's
 ``concept_search`` tool (any transport the MCP client supports).
 
 Invariants:
@@ -29,7 +29,7 @@ class ConceptSearch(Protocol):
 
 
 class InProcessSearch:
-    """``umls_search.search`` on a local database, read-only; the database is built from the
+    """``umls.search.search`` on a local database, read-only; the database is built from the
     shipped starter subset first if the file does not exist (as the server does)."""
 
     def __init__(self, db_path: Path | str):

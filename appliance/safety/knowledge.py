@@ -4,7 +4,7 @@
 (``mcp_servers.knowledge.queries.drug_safety``: drug, matched_name, brand_names, drug_class,
 has_boxed_warning, boxed_warning, contraindications, major_warnings, clipped, source,
 demo_content), or None when the drug is not in the data. ``interactions`` returns exactly what
-``check_drug_interactions`` returns (``knowledge_queries.check_interactions``: drugs_checked,
+``check_drug_interactions`` returns (``knowledge.queries.check_interactions``: drugs_checked,
 not_recognised, ambiguous, same_drug_given_twice, pairs_checked, interactions, label_mentions,
 note); when fewer than two names are recognised the tool fails, and the protocol instead returns
 that shape with every name in ``not_recognised``, so the gate can say what went unchecked.

@@ -10,7 +10,7 @@ Invariants:
 - Full-text ranking uses FTS5 bm25 over rows matching every query term; only when no row
   does are rows matching some of the terms returned (still ranked by bm25). Long texts are clipped for the model, never silently dropped
   (the result says when it clipped).
-- Trials are ``knowledge_trials``' (the search with ClinicalTrials.gov's parameters, details).
+- Trials are ``knowledge.trials``' (the search with ClinicalTrials.gov's parameters, details).
 """
 
 from __future__ import annotations

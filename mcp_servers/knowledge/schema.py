@@ -1,5 +1,5 @@
 """The knowledge store's schema: named, append-only migrations under the migration set
-``knowledge`` (``common.sqlite``); ``knowledge_store`` states what the tables hold.
+``knowledge`` (``common.sqlite``); ``knowledge.store`` states what the tables hold.
 
 Invariant: a migration, once shipped, is never edited or reordered; a change is a new one.
 """

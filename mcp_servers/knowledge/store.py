@@ -23,8 +23,8 @@ Invariants:
 - ``ensure_database`` is idempotent: a second call with unchanged shipped files only checks the
   migrations and a content hash, and changes nothing.
 
-The store's modules: ``knowledge_schema`` (migrations), ``knowledge_names`` (name keys),
-``knowledge_writes`` (upserts), ``knowledge_starter`` (the shipped content); this one holds the
+The store's modules: ``knowledge.schema`` (migrations), ``knowledge.names`` (name keys),
+``knowledge.writes`` (upserts), ``knowledge.starter`` (the shipped content); this one holds the
 errors, the connection and ``ensure_database``.
 """
 

@@ -1,10 +1,10 @@
 """Writes to the knowledge store: one upsert per kind of record, inside the caller's transaction
-(the importers' run, ``knowledge_starter``'s load), and the reads they need.
+(the importers' run, ``knowledge.starter``'s load), and the reads they need.
 
 Invariants:
 - Every upsert returns ``inserted``, ``updated`` or ``unchanged`` and writes plain SQL, so the
   caller's transaction decides when to commit.
-- ``upsert_drug`` rebuilds the drug's ``drug_names`` rows (``knowledge_names`` keys); an
+- ``upsert_drug`` rebuilds the drug's ``drug_names`` rows (``knowledge.names`` keys); an
   interaction is stored once per unordered pair (``drug_a < drug_b``); a trial's ages in years
   are computed from ClinicalTrials.gov's text (``trial_criteria.age_years``).
 """

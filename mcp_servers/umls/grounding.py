@@ -133,7 +133,7 @@ class GroundedEntity:
 
 
 def db_search(db) -> Search:
-    """``umls_search.search`` over ``db`` (an open connection or a path) as a ``Search``:
+    """``umls.search.search`` over ``db`` (an open connection or a path) as a ``Search``:
     [] when nothing matches or the term is empty."""
     def run(term: str, max_results: int) -> list[dict]:
         try:

@@ -3,7 +3,7 @@
 Invariants:
 - Rows are streamed line by line and written in batches of ``BATCH_ROWS``: memory stays bounded
   however large the release is. Derived tables (concepts, codes, FTS, typo index) are built in
-  SQL by ``umls_store.finalize``, the same code the shipped starter subset goes through.
+  SQL by ``umls.store.finalize``, the same code the shipped starter subset goes through.
 - Kept MRCONSO rows: LAT = ENG, SUPPRESS = N, SAB in ``KEEP_SABS``. Everything else is counted
   as skipped with its reason. MRSTY rows are kept for concepts that have a kept atom.
 - Preferred name of a concept: the kept atom with TS=P, STT=PF, ISPREF=Y; failing that the best

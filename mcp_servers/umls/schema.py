@@ -1,8 +1,8 @@
 """The UMLS concept store's foundation: its tables, migrations, name form, types and errors.
 
-The other ``umls_*`` modules build on this one: ``umls_store`` builds the content,
-``umls_search`` ranks concepts for a term, ``umls_lookup`` reads one concept by CUI, and
-``umls_import`` loads a licensed release.
+The other modules of ``umls`` build on this one: ``umls.store`` builds the content,
+``umls.search`` ranks concepts for a term, ``umls.lookup`` reads one concept by CUI, and
+``umls.importer`` loads a licensed release.
 
 Invariants:
 - One SQLite file (``umls.sqlite``) opened through ``common.sqlite`` (WAL, busy timeout,

@@ -5,7 +5,7 @@ calling it many times (the grounding loop), or a database path for a one-off cal
 
 Invariants:
 - Pure reads (a path is opened query-only and closed again); nothing here writes.
-- Indexes used, all built by ``umls_store.finalize``: ``atoms.norm`` (exact lookup of a
+- Indexes used, all built by ``umls.store.finalize``: ``atoms.norm`` (exact lookup of a
   normalised name), FTS5 ``atoms_fts`` over ``norm`` (word and prefix matches), and the word
   deletion neighbourhood ``word_deletes`` (every vocabulary word of 4-24 characters stored
   under itself and under each string obtained by deleting one character; 3-character words

@@ -5,12 +5,12 @@ Invariants:
   so calls are safe from fastmcp's worker threads.
 - The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
   ``common.locations.umls_db_path()``). A missing database is built from the shipped starter
-  subset at the first call (``umls_store.ensure_database`` is idempotent).
+  subset at the first call (``umls.store.ensure_database`` is idempotent).
 - ``concept_search`` returns both the CUI and the SNOMED CT code of each candidate (no separate
-  mapping call), with a score whose bands mean the same thing everywhere (see ``umls_search``).
-- ``ground_text`` grounds a text's entities (``umls_grounding``): without a model it takes the
+  mapping call), with a score whose bands mean the same thing everywhere (see ``umls.search``).
+- ``ground_text`` grounds a text's entities (``umls.grounding``): without a model it takes the
   entities a client extracted, grounds the exact ones and returns the others as expert review
-  with their candidates; a launcher that has a model (``python -m appliance.grounding_serve``)
+  with their candidates; a launcher that has a model (``python -m appliance.cli.grounding_serve``)
   hands it the whole loop through ``configure_grounder``. This module never loads a model.
 - Expected failures are ``ToolError("<error_type>: <text>")`` (``contracts.tool_error_message``):
   ``invalid_args`` for an empty term, a bad CUI or max_results out of range, ``not_found`` when
@@ -128,7 +128,7 @@ def drug_vocabulary() -> dict:
 
 MAX_GROUND_CHARS = 4000
 # (text, entities or None) -> {"entities": [...], "stats": {...}}: the model-backed loop, given by
-# a launcher that has a model (``python -m appliance.grounding_serve``); this layer has none.
+# a launcher that has a model (``python -m appliance.cli.grounding_serve``); this layer has none.
 Grounder = Callable[[str, "list[dict] | None"], dict]
 _grounder: Grounder | None = None
 

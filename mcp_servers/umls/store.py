@@ -1,7 +1,7 @@
 """Building the cached-UMLS concept store: the shipped starter subset and the shared content build.
 
-The store's shape is in ``umls_schema``; ``umls_search`` and ``umls_lookup`` read it, and
-``umls_import`` loads a licensed release through the same build functions as the starter subset.
+The store's shape is in ``umls.schema``; ``umls.search`` and ``umls.lookup`` read it, and
+``umls.importer`` loads a licensed release through the same build functions as the starter subset.
 
 Invariants:
 - Content is built in one transaction from *atoms* (one row per name string of a concept, with

@@ -1,1 +1,1 @@
-"""One widget per module (STYLE.md "The TUI")."""
+"""One widget per module (../shared/STYLE.md, "The TUI")."""

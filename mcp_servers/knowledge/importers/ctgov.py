@@ -1,8 +1,8 @@
 """ClinicalTrials.gov API v2 studies -> knowledge-store trials (one study at a time, for
-``knowledge_import``).
+``knowledge.importers.driver``).
 
 Invariant: a study without a ``protocolSection``, a well-formed NCT id or a title is skipped
-with its reason; every other field is read with ``knowledge_records``' tolerant readers.
+with its reason; every other field is read with ``knowledge.importers.records``' tolerant readers.
 """
 
 from __future__ import annotations

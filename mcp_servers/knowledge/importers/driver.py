@@ -4,7 +4,7 @@ ClinicalTrials.gov API v2 study JSON.
 Invariants:
 - Memory stays bounded whatever the file size: JSON arrays ("results", "studies") are decoded
   one element at a time, XML is parsed with ``iterparse``, clearing each finished article, and
-  zip archives are read one member at a time (``knowledge_sources``, ``zip_stream``: not
+  zip archives are read one member at a time (``knowledge.importers.sources``, ``zip_stream``: not
   ``zipfile``, whose directory of half a million members alone takes some 300 MiB).
 - Upserts are idempotent: importing the same files twice reports everything ``unchanged`` the
   second time. Imported rows replace shipped starter rows; starter loading never overwrites them.
@@ -24,7 +24,7 @@ Invariants:
   ClinicalTrials.gov download formats) and ``.gz`` files (PubMed baseline files).
 
 This module is the driver (one run, its transaction and its checks); each source's records are
-mapped by its own module: ``knowledge_openfda``, ``knowledge_ctgov``, ``knowledge_pubmed``.
+mapped by its own module: ``knowledge.importers.openfda``, ``knowledge.importers.ctgov``, ``knowledge.importers.pubmed``.
 """
 
 

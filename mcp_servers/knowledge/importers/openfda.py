@@ -1,4 +1,4 @@
-"""openFDA drug labels -> knowledge-store drugs (one label at a time, for ``knowledge_import``).
+"""openFDA drug labels -> knowledge-store drugs (one label at a time, for ``knowledge.importers.driver``).
 
 Invariants:
 - Only single-ingredient labels harmonised by openFDA (``openfda.generic_name``) with a boxed

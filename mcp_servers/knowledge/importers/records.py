@@ -1,6 +1,6 @@
 """What the knowledge importers share: the report of one run, the error for a record of the
-wrong shape, and readers for JSON fields that may hold anything (``knowledge_openfda``,
-``knowledge_ctgov``, ``knowledge_pubmed``, run by ``knowledge_import``).
+wrong shape, and readers for JSON fields that may hold anything (``knowledge.importers.openfda``,
+``knowledge.importers.ctgov``, ``knowledge.importers.pubmed``, run by ``knowledge.importers.driver``).
 
 Invariant: a field reader never raises on a wrong type: it returns an empty list or object, and
 the mapper decides whether that skips the record or makes it malformed.
