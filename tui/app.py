@@ -1,5 +1,5 @@
 """The clinic terminal app: turns and their message handlers. The model, tools and server health
-(``tui.services``), sessions (``tui.sessions``), the patient context (``tui.patients``) and the
+(``tui.services``), sessions (``tui.saved_sessions``), the patient context (``tui.patients``) and the
 clinician's sign-in and lock (``tui.clinician``) are mixins of the same app.
 
 Invariants:
@@ -58,7 +58,7 @@ from tui.screens.attach_image import AttachImageScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.services import ServiceHandling
-from tui.sessions import SessionHandling
+from tui.saved_sessions import SessionHandling
 from tui.widgets.question_input import QuestionInput
 from tui.workers import Closing, Turn, abandonable
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.nodes import intent_classify, tool_select
-from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES
+from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES
 from appliance.agent.state import AgentState
 from appliance.llm.fake import ScriptedModel
 from mcp_servers.contracts import ARG_SCHEMAS

@@ -8,7 +8,7 @@ import llama_cpp
 import pytest
 
 from appliance.agent.nodes import intent_classify, synthesize, tool_select
-from appliance.agent.nodes.common import conversation
+from appliance.agent.nodes.prompting import conversation
 from appliance.agent.nodes.tool_execute import format_result
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, ToolResult

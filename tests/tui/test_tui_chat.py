@@ -15,7 +15,7 @@ from tests.tui.helpers import (
     wait_until,
 )
 from tui import events
-from tui.screens.sessions import SessionsScreen
+from tui.screens.resume import SessionsScreen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 ANSWER = "Hypertension is persistently raised arterial blood pressure."

@@ -10,7 +10,7 @@ from tests.tui.helpers import IC, SY, ask, intent, make_app, ready, settle, wait
 from tui import events
 from tui.actions import ACTIONS
 from tui.screens.help import HelpScreen
-from tui.screens.sessions import SessionsScreen
+from tui.screens.resume import SessionsScreen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32

@@ -8,7 +8,7 @@ import pytest
 from appliance.accounts.sessions import SessionStore
 from tests.tui.helpers import IC, RC, SIZE, SY, ask, chart, good, intent, make_app, ready, settle, texts
 from tui.app import startup_problem
-from tui.screens.sessions import session_line
+from tui.screens.resume import session_line
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

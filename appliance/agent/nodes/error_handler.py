@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.agent.nodes.common import conversation
+from appliance.agent.nodes.prompting import conversation
 from appliance.agent.nodes.router import Limits, task_status
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node

@@ -6,7 +6,7 @@ It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments
 from __future__ import annotations
 
 from appliance.agent.chart_answers import chart_topics
-from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
+from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node
 from appliance.agent.write_requests import write_requests

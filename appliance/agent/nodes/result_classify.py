@@ -6,7 +6,7 @@ the trace never reads "found results" after an error (the model's label stays in
 
 from __future__ import annotations
 
-from appliance.agent.nodes.common import conversation, shortenable
+from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.schemas import ResultAssessment
 from appliance.agent.state import AgentState, Node
 from appliance.llm.base import LanguageModel

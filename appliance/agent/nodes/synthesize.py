@@ -31,7 +31,7 @@ import threading
 
 from appliance.agent import chart_answers
 from appliance.agent.fact_guard import sources_text, unsupported_facts
-from appliance.agent.nodes.common import conversation, shortenable
+from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.nodes.tool_execute import clinician_text, not_in_database_message
 from appliance.agent.state import AgentState, Node

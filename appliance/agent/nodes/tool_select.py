@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from appliance.agent.dictation import instruction_text
-from appliance.agent.nodes.common import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable
+from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection

@@ -11,7 +11,7 @@ from __future__ import annotations
 from appliance.accounts.sessions import Session, SessionStore, SessionStoreError
 from common.locations import data_home
 from tui.export import session_markdown, write_export
-from tui.screens.sessions import SessionsScreen
+from tui.screens.resume import SessionsScreen
 from tui.workers import Turn
 
 
