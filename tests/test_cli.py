@@ -138,3 +138,35 @@ def test_a_headless_prescription_against_an_allergy_is_refused_unless_overridden
     assert shown[2].endswith('OVERRIDE by aokafor; safety: 1 high (allergy); override reason: '
                              '"allergy was a rash in childhood, tolerated amoxicillin since"')
     assert main(["audit", "verify"]) == 0
+
+
+def test_the_record_commands_a_script_calls_answer_in_json(tmp_path, capsys, appliance_home):
+    """init, the imports, ehr backup (and --verify) and restore: --json prints one object a
+    script can read; a refused import says what it would change, in JSON too."""
+    def run(*argv: str, code: int = 0) -> dict:
+        assert main([*argv, "--json"]) == code
+        return json.loads(capsys.readouterr().out)
+
+    assert run("init", "--no-model")["data_home"] == str(appliance_home)
+    pollen = {"resourceType": "AllergyIntolerance", "id": "pat-006-alg-1", "patient": {"reference": "Patient/pat-006"},
+              "code": {"text": "Pollen"}, "recordedDate": "2026-01-01",
+              "reaction": [{"manifestation": [{"text": "Sneezing"}], "severity": "mild"}]}
+    bundle = tmp_path / "b.json"
+    bundle.write_text(json.dumps({"resourceType": "Bundle", "type": "collection", "entry": [{"resource": pollen}]}))
+    stopped = run("ehr", "import", str(bundle), code=2)
+    assert stopped["imported"] is False and any("Penicillin' -> 'Pollen'" in c for c in stopped["would_change"])
+    pollen["id"] = "pat-006-alg-2"
+    bundle.write_text(json.dumps({"resourceType": "Bundle", "type": "collection", "entry": [{"resource": pollen}]}))
+    assert [k.split("/")[0] for k in run("ehr", "import", str(bundle))["created"]] == ["allergy_intolerances"]
+    copy = tmp_path / "copy.sqlite"
+    assert run("ehr", "backup", str(copy))["patients"] == 24
+    assert run("ehr", "backup", str(copy), "--verify")["ok"] is True
+    assert run("ehr", "restore", str(copy))["patients"] == 24
+
+
+def test_account_commands_answer_in_json(capsys, appliance_home, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("a long enough password\n"))
+    assert main(["user", "add", "drx", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "drx"
+    assert main(["user", "disable", "drx", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["enabled"] is False

@@ -8,6 +8,7 @@ Invariant: each command's work lives in the package named for it (``setup``, ``h
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from appliance.cli import options
@@ -19,7 +20,13 @@ from appliance.errors import ApplianceError
 def cmd_init(args) -> int:
     from appliance.setup.home import init_home
 
-    init_home(with_model=not args.no_model)
+    if not args.json:
+        init_home(with_model=not args.no_model)
+        return 0
+    steps: list[str] = []
+    home = init_home(progress=steps.append, with_model=not args.no_model)
+    print(json.dumps({"data_home": str(home), "steps": steps,
+                      "warnings": [s.split("WARNING: ", 1)[1] for s in steps if "WARNING: " in s]}, indent=2))
     return 0
 
 
@@ -79,6 +86,7 @@ def register(tree: Tree) -> None:
 
     init = tree.command("init", "create or update the data home (idempotent)", cmd_init)
     init.add_argument("--no-model", action="store_true", help="skip assembling the default model")
+    options.json_output(init, "print the data home and each step as one JSON object")
 
     smoke = tree.command("smoke", "run the integration scenarios (docs/design.md §15) on the real model", cmd_smoke)
     options.model(smoke)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from appliance.cli import options
 from appliance.cli.options import Tree
+from appliance.cli.support import print_report
 from appliance.errors import ApplianceError
 from common import locations
 
@@ -149,11 +150,11 @@ def cmd_ehr_backup(args) -> int:
     if args.verify:
         with _edge():
             check = verify_backup(Path(args.path))
-        print(check.summary())
+        print_report(check, args.json)
         return 0 if check.ok else 1
     with _edge():
         report = backup(locations.ehr_db_path(), Path(args.path))
-    print(report.summary())
+    print_report(report, args.json)
     return 0 if report.audit is None or report.audit.ok else 1  # written, but its chain did not verify
 
 
@@ -164,13 +165,16 @@ def cmd_ehr_import(args) -> int:
     from ehr_db.errors import ImportNeedsAcceptance
 
     try:
-        print(run_import("ehr", "fhir", Path(args.path), accept_changes=args.accept_changes))
+        print_report(run_import("ehr", "fhir", Path(args.path), accept_changes=args.accept_changes), args.json)
     except ImportFailed as exc:
         cause = exc.cause
         if isinstance(cause, ImportNeedsAcceptance):
-            print(f"the import of {args.path} stopped before writing; it would change:")
-            for difference in cause.differences:
-                print(f"  {difference.describe()}")
+            changes = [difference.describe() for difference in cause.differences]
+            if args.json:
+                print(json.dumps({"imported": False, "would_change": changes}, indent=2))
+            else:
+                print(f"the import of {args.path} stopped before writing; it would change:")
+                print("\n".join(f"  {change}" for change in changes))
         raise
     return 0
 
@@ -183,14 +187,14 @@ def cmd_ehr_restore(args) -> int:
     locations.private_dir(path.parent)
     with _edge():
         report = restore(path, Path(args.path), actor=operator_name())
-    print(report.summary())
+    print_report(report, args.json)
     return 0
 
 
 def cmd_import(args) -> int:
     from appliance.setup.importers import run_import
 
-    print(run_import(args.area, args.kind, Path(args.path), replace=getattr(args, "replace", False)))
+    print_report(run_import(args.area, args.kind, Path(args.path), replace=getattr(args, "replace", False)), args.json)
     return 0
 
 
@@ -206,6 +210,7 @@ def register(tree: Tree) -> None:
         else:
             imp.set_defaults(kind=kinds[0])
         imp.add_argument("path")
+        options.json_output(imp, "print the import's report as one JSON object")
         if area == "ehr":
             imp.add_argument("--accept-changes", action="store_true",
                              help="apply changes to a patient's identity, an allergy or an active medication (each is "
@@ -217,11 +222,13 @@ def register(tree: Tree) -> None:
     backup = ehr.command("backup", "copy the record to PATH (a file, or a folder) through SQLite's backup API, with a "
                                    "manifest beside it", cmd_ehr_backup)
     backup.add_argument("path")
+    options.json_output(backup, "print the backup's (or the check's) report as one JSON object")
     backup.add_argument("--verify", action="store_true",
                         help="check the backup at PATH against its manifest (hash, integrity, chain, row digests) "
                              "without restoring it")
     restore = ehr.command("restore", "replace the record with a checked backup (the old one is kept)", cmd_ehr_restore)
     restore.add_argument("path")
+    options.json_output(restore, "print the restore's report as one JSON object")
 
     audit = tree.group("audit", "the record's tamper-evident audit log")
     verify = audit.command("verify", "check the hash chain, every clinical row's digest and the copies of the chain "

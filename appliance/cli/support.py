@@ -46,6 +46,29 @@ def load_script(path: str, known: Collection[str]) -> dict:
     return data
 
 
+def print_report(report, as_json: bool) -> None:
+    """A command's report on stdout: its ``summary()`` for people, or (``--json``) one JSON object
+    of its fields (a dataclass; paths and other values as text)."""
+    if not as_json:
+        print(report.summary())
+        return
+    from dataclasses import asdict
+
+    data = asdict(report)
+    if hasattr(report, "ok"):
+        data["ok"] = report.ok
+    print(json.dumps(_keys_as_text(data), indent=2, default=str))
+
+
+def _keys_as_text(value):
+    """JSON's object keys are text: a tuple key (resource type, table) becomes "a/b"."""
+    if isinstance(value, dict):
+        return {("/".join(map(str, k)) if isinstance(k, tuple) else k): _keys_as_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_keys_as_text(v) for v in value]
+    return value
+
+
 def model_from(args, nodes: Collection[str]):
     """``--script``'s scripted model (keyed by ``nodes``), else the real model of ``--model``."""
     if getattr(args, "script", None):
@@ -57,4 +80,4 @@ def model_from(args, nodes: Collection[str]):
     return load_model(settings_from(args))
 
 
-__all__ = ["ProgressBar", "load_script", "model_from", "settings_from"]
+__all__ = ["ProgressBar", "load_script", "model_from", "print_report", "settings_from"]

@@ -69,7 +69,10 @@ def cmd_revoke(args) -> int:
         revoke_terminal(args.name)
     except AccessError as exc:
         raise ApplianceError(str(exc)) from None
-    print(f"terminal {args.name} revoked: the record and the model server refuse its token from its next request")
+    if args.json:
+        print(json.dumps({"terminal": args.name, "revoked": True}))
+    else:
+        print(f"terminal {args.name} revoked: the record and the model server refuse its token from its next request")
     return 0
 
 
@@ -81,4 +84,6 @@ def register(tree: Tree) -> None:
     add.add_argument("--account", required=True, help="the clinician account its writes are recorded under")
     options.json_output(add)
     options.json_output(term.command("list", "the terminals (never their tokens)", cmd_list))
-    term.command("revoke", "refuse a terminal's token from now on", cmd_revoke).add_argument("name")
+    revoke = term.command("revoke", "refuse a terminal's token from now on", cmd_revoke)
+    revoke.add_argument("name")
+    options.json_output(revoke)

@@ -29,7 +29,7 @@ def cmd_add(args) -> int:
     from appliance.accounts.sign_in import read_new_password
 
     account = _store().add(args.name, read_new_password(), display_name=args.display_name, role=args.role)
-    print(f"account {account.label} added")
+    _said(args, account, f"account {account.label} added")
     return 0
 
 
@@ -53,7 +53,7 @@ def cmd_list(args) -> int:
 
 def cmd_enable(args) -> int:
     account = _store().set_enabled(args.name, args.enable)
-    print(f"account {account.name} {'enabled' if account.enabled else 'disabled'}")
+    _said(args, account, f"account {account.name} {'enabled' if account.enabled else 'disabled'}")
     return 0
 
 
@@ -61,8 +61,13 @@ def cmd_passwd(args) -> int:
     from appliance.accounts.sign_in import read_new_password
 
     account = _store().set_password(args.name, read_new_password())
-    print(f"password of {account.name} changed (any lock-out lifted)")
+    _said(args, account, f"password of {account.name} changed (any lock-out lifted)")
     return 0
+
+
+def _said(args, account, words: str) -> None:
+    """What an account command did: its words, or (``--json``) the account as it now stands."""
+    print(json.dumps(account.to_json(), indent=2) if args.json else words)
 
 
 def cmd_policy(args) -> int:
@@ -89,11 +94,15 @@ def register(tree: Tree) -> None:
     add.add_argument("name", help="account name: letters, digits, '.', '_', '@', '-' (recorded on EHR writes)")
     add.add_argument("--display-name", help="the name shown in the terminal, e.g. 'Dr. Ada Okafor'")
     add.add_argument("--role", help="free text, e.g. physician or nurse (shown, not enforced)")
+    options.json_output(add, "print the account as one JSON object")
     options.json_output(user.command("list", "list the accounts", cmd_list))
     for action, enable in (("disable", False), ("enable", True)):
-        user.command(action, f"{action} an account (it is kept, with its history)", cmd_enable,
-                     enable=enable).add_argument("name")
-    user.command("passwd", "set a new password (also lifts a lock-out)", cmd_passwd).add_argument("name")
+        command = user.command(action, f"{action} an account (it is kept, with its history)", cmd_enable, enable=enable)
+        command.add_argument("name")
+        options.json_output(command, "print the account as one JSON object")
+    passwd = user.command("passwd", "set a new password (also lifts a lock-out)", cmd_passwd)
+    passwd.add_argument("name")
+    options.json_output(passwd, "print the account as one JSON object")
     policy = user.command("policy", "show or set the lock-out: wrong passwords before an account locks, and for "
                                     "how long (kept in the data home)", cmd_policy)
     policy.add_argument("--max-failures", type=int, metavar="N", help="wrong passwords in a row (1-100; default 5)")

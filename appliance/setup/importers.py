@@ -80,7 +80,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return ValueError, OSError, EhrError, KnowledgeError, UmlsImportError, RecursionError
 
 
-def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accept_changes: bool = False) -> str:
+def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accept_changes: bool = False):
+    """Import ``path`` into the area's store; the importer's report (``summary()`` for people)."""
     try:
         module, func, db_path_of, setup = IMPORTERS[(area, kind)]
     except KeyError:
@@ -110,4 +111,4 @@ def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accep
         raise ImportFailed(f"{area} import of {path} failed: {exc}", exc) from None
     finally:
         bar.close()  # ends the progress line, when one was drawn
-    return report.summary()
+    return report

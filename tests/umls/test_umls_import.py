@@ -160,7 +160,7 @@ def test_cli_progress_bar_shows_the_stages(tmp_path, monkeypatch, capsys):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setenv("APPLIANCE_HOME", str(tmp_path / "home"))
-    summary = run_import("umls", "rrf", RRF, replace=True)  # 3 fixture concepts replace the 356 curated ones
+    summary = run_import("umls", "rrf", RRF, replace=True).summary()  # 3 fixture concepts replace the 356 curated ones
     assert capsys.readouterr().out == ""
     out = terminal.getvalue()
     assert "100.0%" in out and "3 concepts" in summary
