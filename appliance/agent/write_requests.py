@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from appliance.agent.dictation import instruction_text
+from appliance.medication.order_words import AMOUNT_RE, FREQUENCY_RES
 
 PRESCRIBE, ALLERGY, NOTE = "prescribe_medication", "add_allergy", "save_clinical_note"
 
@@ -32,39 +33,44 @@ PRESCRIBE, ALLERGY, NOTE = "prescribe_medication", "add_allergy", "save_clinical
 _LEAD = r"(?:(?:please|kindly|now|also|then|and|ok|okay|so)\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|go ahead and\s+|i(?:'d| would)? (?:like|want) (?:you )?to\s+|let's\s+)*"
 _CLAUSE_SPLIT = re.compile(r"(?:[.;!?\n]|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)\s+)", re.IGNORECASE)
 
+# The verbs that may open a prescribing clause (``appliance.agent.orders`` finds the clause with it).
+_ORDER_VERBS = r"(?:re-?prescribe|prescribe|rx\b\s*:?|start|commence|initiate|put|begin|order|give|add|restart|resume)"
+PRESCRIBING_VERB = re.compile(rf"\b{_ORDER_VERBS}", re.IGNORECASE)
+
 _RULES: tuple[tuple[str, re.Pattern], ...] = (
     (ALLERGY, re.compile(_LEAD + r"(?:add|record|document|log|enter|note|flag|chart)\b.*\b(?:allerg\w*|intoleran\w*|anaphyla\w*)", re.IGNORECASE)),
     (NOTE, re.compile(_LEAD + r"(?:save|write|add|document|record|enter|file|create|draft|log)\b.*\bnote\b", re.IGNORECASE)),
-    (PRESCRIBE, re.compile(_LEAD + r"(?:prescribe|re-?prescribe|rx\b\s*:?|start|commence|initiate|put|begin|order|give|add|restart|resume)\b(?!\s+(?:a|the)\s+note)", re.IGNORECASE)),
+    (PRESCRIBE, re.compile(_LEAD + _ORDER_VERBS + r"\b(?!\s+(?:a|the)\s+note)", re.IGNORECASE)),
 )
 
-# The verbs that may open a prescribing clause (``appliance.agent.orders`` finds the clause with it).
-PRESCRIBING_VERB = re.compile(r"\b(?:re-?prescribe|prescribe|rx\b|start|commence|initiate|put|begin|order|give|add|restart|resume)\b", re.IGNORECASE)
-
-# An amount after at least one word of treatment: "metformin 500 mg", "amoxicillin 500mg",
-# "ceftriaxone 1 g", "salbutamol 2 puffs"; "order 2 units" (a number straight after the verb) is not.
-_AMOUNT = (r"\d+(?:[.,]\d+)?(?:\s*/\s*\d+(?:[.,]\d+)?)?\s*(?:mg|mcg|µg|ug|g|gm|grams?|milligrams?|micrograms?|ml|mL|"
-           r"units?|iu|meq|mmol|tabs?|tablets?|caps?|capsules?|puffs?|drops?|sprays?|patch(?:es)?|mg/kg|%)\b")
-_DOSE_AFTER_A_NAME = re.compile(r"^\S+\s+(?:[a-z][\w\-/]*\s+){1,4}?" + _AMOUNT, re.IGNORECASE)
-
-# An order line: a treatment's name (one to four words), an amount, then a frequency somewhere after.
-_FREQUENCY = (r"(?:daily|nightly|weekly|bid|b\.i\.d\.?|tid|t\.i\.d\.?|qid|q\.i\.d\.?|qd|qds|tds|bd|od|qhs|qam|qpm|hs|prn|"
-              r"q\s*\d+(?:\s*-\s*\d+)?\s*(?:h|hr|hrs|hours?)|once|twice|(?:three|four) times|every|at (?:night|bedtime)|"
-              r"stat|in the (?:morning|evening))")
-_ORDER_LINE = re.compile(r"^((?:[a-z][\w\-/]*\s+){1,4}?)" + _AMOUNT + r"(.*)$", re.IGNORECASE)
 # Words that make the start of a message something other than a treatment's name.
 _NOT_A_NAME = frozenset("""what how is are was were can could should would does do did why when which who whom any has
     have had tell show find check compare list explain about he she they it we i you patient his her their takes take
     taking took on last latest recent current previous""".split())
 
 
+def _named_amount(text: str, lead_words: int) -> re.Match | None:
+    """The first amount (the order parser's ``AMOUNT_RE``: "500 mg", "2 puffs", "50/1000 mg")
+    when ``lead_words`` words and then one to four words of a treatment's name stand before it
+    ("order 2 units" has no name before its amount)."""
+    amount = AMOUNT_RE.search(text)
+    if amount is None:
+        return None
+    words = text[:amount.start()].split()
+    names = words[lead_words:]
+    if not 1 <= len(names) <= 4 or not all(re.fullmatch(r"[a-z][\w\-/]*", w, re.I) for w in names):
+        return None
+    return amount
+
+
 def _is_order_line(text: str) -> bool:
-    """The message is an order and nothing else (see the module docstring)."""
-    match = _ORDER_LINE.match(text.strip())
-    if not match or "?" in text:
+    """The message is an order and nothing else (see the module docstring): a name, an amount,
+    then a frequency the order parser reads (``FREQUENCY_RES``), and no question."""
+    text = text.strip()
+    amount = _named_amount(text, 0)
+    if amount is None or "?" in text or set(text[:amount.start()].lower().split()) & _NOT_A_NAME:
         return False
-    name_words = match.group(1).lower().split()
-    return not set(name_words) & _NOT_A_NAME and bool(re.search(r"\b" + _FREQUENCY + r"\b", match.group(2), re.I))
+    return any(rx.search(text[amount.end():]) for rx, _ in FREQUENCY_RES)
 
 
 def _clauses(text: str) -> list[str]:
@@ -99,7 +105,7 @@ def _names_a_treatment(clause: str) -> bool:
         return True
     if verb in ("start", "commence", "initiate", "put", "restart", "resume") and re.search(r"\b(?:on|with)\s+\w", lowered):
         return True
-    return bool(_DOSE_AFTER_A_NAME.match(lowered))
+    return _named_amount(lowered, 1) is not None  # the verb, then a treatment and its amount
 
 
 NOT_CHANGED = "The record was not changed."
