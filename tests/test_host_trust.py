@@ -412,3 +412,28 @@ def test_a_terminal_that_goes_away_ends_its_upstream_request_at_once(tmp_path):
                 s.should_exit = True
             for t in threads:
                 t.join(timeout=10)
+
+
+def test_a_request_dropped_as_its_upstream_read_fails_leaves_no_traceback_on_the_console():
+    """Seen once in CI: the terminal left while its answer streamed, the front closed the
+    upstream connection, and the read it had just cancelled ended in ReadError instead of the
+    cancellation (the stream closed under it); asyncio printed that never-retrieved error as a
+    traceback on the host's console. ``_log_traceback`` is the flag asyncio prints it by."""
+    from appliance.host.model_gate import _drop
+
+    async def read_fails():
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise ConnectionError("closed under the read") from None
+
+    async def scene(drop):
+        reading = asyncio.ensure_future(read_fails())
+        await asyncio.sleep(0)
+        drop(reading)
+        await asyncio.sleep(0)
+        assert reading.done()
+        return reading
+
+    assert asyncio.run(scene(lambda task: task.cancel()))._log_traceback  # what the front did
+    assert not asyncio.run(scene(_drop))._log_traceback

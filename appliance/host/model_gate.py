@@ -81,12 +81,12 @@ def make_app(socket_path: Path, upstream_key: str, gate):
         sending = asyncio.ensure_future(state["client"].send(upstream, stream=True))
         done, _ = await asyncio.wait({sending, gone}, return_when=asyncio.FIRST_COMPLETED)
         if sending not in done:  # the terminal left while its request waited for a slot
-            sending.cancel()
+            _drop(sending)
             return _error(499, "the terminal closed the request", "cancelled")
         try:
             response = sending.result()
         except httpx.HTTPError:
-            gone.cancel()
+            _drop(gone)
             return _error(503, "the model server is not answering (starting, or stopped)", "unavailable_error")
         return StreamingResponse(_relay(response, gone), status_code=response.status_code,
                                  headers={k: v for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE})
@@ -104,7 +104,7 @@ async def _relay(response, gone: asyncio.Future):
             following = asyncio.ensure_future(chunks.__anext__())
             done, _ = await asyncio.wait({following, gone}, return_when=asyncio.FIRST_COMPLETED)
             if following not in done:
-                following.cancel()
+                _drop(following)
                 return
             try:
                 chunk = following.result()
@@ -112,8 +112,16 @@ async def _relay(response, gone: asyncio.Future):
                 return
             yield chunk
     finally:
-        gone.cancel()
+        _drop(gone)
         await response.aclose()
+
+
+def _drop(task: asyncio.Future) -> None:
+    """Cancel a task nobody waits for any more, and take its outcome when it ends: it may have
+    finished (or fail as the upstream connection closes under it) before the cancel lands, and
+    asyncio would print that unretrieved error as a traceback on the host's console."""
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def main(argv: list[str] | None = None) -> int:
