@@ -1,5 +1,9 @@
 """One settings object for the agent core, read from ``APPLIANCE_*`` environment variables.
 
+The other ``APPLIANCE_*`` variables (the data home, who the servers act for, how a terminal
+reaches a clinic host) are process plumbing, listed in ``common.environment`` (docs/design.md
+§17, "Configuration by environment").
+
 Invariant: nothing here reaches the network; every path is under ``data_home()`` or the
 project's ``models/`` folder unless the operator sets it explicitly.
 """

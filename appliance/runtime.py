@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from appliance.config import Settings
 from appliance.tools.base import Approver, deny_all
+from common import environment
 from common.locations import installed_models_dir, models_dir
 from models.install import installed
 from models.profiles import ModelProfile, get_profile
@@ -67,7 +68,7 @@ def load_model(settings: Settings) -> LanguageModel:
         from appliance.tools.mcp_client import clinic_trust
         from mcp_servers.access import token_digest
 
-        token = os.environ.get("APPLIANCE_MCP_TOKEN", "").strip()
+        token = environment.read(environment.MCP_TOKEN)
         return ServerModel(settings.model_server, key=token_digest(token) if token else None,
                            context=clinic_trust(os.environ))
     from appliance.llm.llama import LlamaModel
@@ -88,7 +89,7 @@ def build_agent(settings: Settings, script: dict | None = None, approver: Approv
     from appliance.agent.graph import Agent
     from appliance.tools.mcp_client import MCPToolBox
 
-    env = {"APPLIANCE_USER": clinician} if clinician else None
+    env = {environment.USER: clinician} if clinician else None
 
     if script is not None:
         from appliance.llm.fake import ScriptedModel

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from common import environment
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRIVATE_UMASK = 0o077  # new files 0600, new directories 0700
 PRIVATE_FILE_MODE = 0o600
@@ -53,7 +55,7 @@ def make_private(root: Path) -> int:
 
 def data_home() -> Path:
     """The data directory (not created here; ``appliance init`` creates it)."""
-    env = os.environ.get("APPLIANCE_HOME")
+    env = environment.read(environment.HOME)
     if env:
         return Path(env).expanduser().resolve()
     xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -97,7 +99,7 @@ def models_dir() -> Path:
 def installed_models_dir() -> Path:
     """Where ``appliance model install`` puts operator-supplied models: ``$APPLIANCE_MODELS``,
     else ``models/`` in the data home."""
-    env = os.environ.get("APPLIANCE_MODELS")
+    env = environment.read(environment.MODELS)
     return Path(env).expanduser().resolve() if env else data_home() / "models"
 
 
@@ -119,12 +121,12 @@ def scratch_home(prefix: str) -> Iterator[Path]:
     """A fresh data home in a temporary folder for a check that must not touch the live one
     (smoke, bench, selftest): ``$APPLIANCE_HOME`` points at it meanwhile, ``$APPLIANCE_MODELS``
     keeps pointing where the installed models are, and both are restored afterwards."""
-    saved = {name: os.environ.get(name) for name in ("APPLIANCE_HOME", "APPLIANCE_MODELS")}
-    os.environ["APPLIANCE_MODELS"] = str(installed_models_dir())
+    saved = {name: os.environ.get(name) for name in (environment.HOME, environment.MODELS)}
+    os.environ[environment.MODELS] = str(installed_models_dir())
     try:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             home = Path(tmp) / "home"
-            os.environ["APPLIANCE_HOME"] = str(home)
+            os.environ[environment.HOME] = str(home)
             yield home
     finally:
         for name, value in saved.items():

@@ -10,11 +10,12 @@ the author inside the EHR server.
 from __future__ import annotations
 
 import getpass
-import os
+
+from common import environment
 
 
 def operator_name() -> str:
-    name = os.environ.get("APPLIANCE_USER", "").strip()
+    name = environment.read(environment.USER)
     if name:
         return name
     try:

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from common import environment
+
 BINARY = "llama-server"
 STAMP_SUFFIX = ".stamp.json"
 API_KEY_ENV = "LLAMA_API_KEY"  # llama-server reads its key from here too (comma-separated keys)
@@ -38,7 +40,7 @@ API_KEY_ENV = "LLAMA_API_KEY"  # llama-server reads its key from here too (comma
 
 def locate() -> Path | None:
     """The llama-server binary this appliance uses, or None when none is built."""
-    env = os.environ.get("APPLIANCE_LLAMA_SERVER")
+    env = environment.read(environment.LLAMA_SERVER)
     path = Path(env).expanduser() if env else Path(sys.executable).parent / BINARY
     return path if path.is_file() and os.access(path, os.X_OK) else None
 

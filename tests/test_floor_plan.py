@@ -86,3 +86,29 @@ def test_no_two_test_files_share_a_name():
         seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
     assert not shared, f"test modules must have unique names: {shared}"
+
+
+def test_every_appliance_variable_is_a_setting_or_in_the_one_table_and_read_in_one_place():
+    """Issue 27: ``APPLIANCE_*`` variables were read in eight modules and ``--host`` rewrote the
+    environment in the CLI. Every name in the code is now a ``Settings`` field (the agent core)
+    or in ``common.environment.VARIABLES`` (the process plumbing), and only that module (and
+    ``common.locations.scratch_home``, which restores what it sets) touches one through
+    ``os.environ`` directly."""
+    import re
+
+    from appliance.config import Settings
+    from common import environment
+
+    settings = {f"APPLIANCE_{name.upper()}" for name in Settings.model_fields}
+    known = settings | set(environment.VARIABLES)
+    sources = [p for package in FLOORS for name in package.split(" | ") for p in (ROOT / name).rglob("*.py")]
+    named, direct = set(), []
+    for path in sources:
+        text = path.read_text()
+        named |= {(m, path.relative_to(ROOT).as_posix()) for m in re.findall(r"\bAPPLIANCE_[A-Z0-9_]*[A-Z0-9]\b", text)}
+        if path.name not in ("environment.py", "locations.py") and re.search(r"os\.environ(\.get|\.pop|\[)\(?[\"']APPLIANCE_",
+                                                                            text):
+            direct.append(path.relative_to(ROOT).as_posix())
+    assert sorted((m, where) for m, where in named if m not in known) == []
+    assert direct == []
+    assert "os.environ" not in (ROOT / "appliance/cli/__init__.py").read_text()

@@ -14,12 +14,12 @@ Invariants:
 from __future__ import annotations
 
 import getpass
-import os
 import sys
 from typing import TextIO
 
 from appliance.accounts import WRONG, Account, AccountError, AccountLocked, AccountStore, SignInRefused, check_password
 from appliance.config import Settings
+from common import environment
 
 SIGN_IN_ATTEMPTS = 3  # prompts per line-session start on a terminal (the lock-out still counts each)
 
@@ -75,7 +75,7 @@ def headless_clinician(settings: Settings, name: str | None, store: AccountStore
                        stdin: TextIO | None = None) -> Account:
     """The clinician of a headless write run, signed in with their password, or
     ``ClinicianRequired`` (nothing is built or written before this returns)."""
-    name = (name or os.environ.get("APPLIANCE_USER", "")).strip()
+    name = (name or environment.read(environment.USER)).strip()
     if not name:
         raise ClinicianRequired("--approve-writes needs a clinician: pass --clinician NAME (or set APPLIANCE_USER) "
                                 "naming a local account, with its password on standard input")

@@ -29,6 +29,7 @@ from appliance.cli import conversation, extract, ground, machine, model, prescre
 from appliance.cli.conversation import TuiRunner, cmd_default
 from appliance.cli.options import Tree
 from appliance.errors import ApplianceError
+from common import environment
 from common.locations import PRIVATE_UMASK
 
 # In the order ``appliance --help`` lists their commands.
@@ -55,9 +56,7 @@ def main(argv: list[str] | None = None, run_tui: TuiRunner | None = None) -> int
         if args.host:  # every MCP client this process makes reaches the clinic host's servers
             from appliance.host.serve import host_urls
 
-            urls = host_urls(args.host)
-            os.environ.setdefault("APPLIANCE_MODEL_SERVER", urls.pop("APPLIANCE_MODEL_SERVER"))  # empty: in process
-            os.environ.update(urls)
+            environment.point_at_host(host_urls(args.host))
         return func(args)
     except ApplianceError as exc:
         print(f"appliance: {exc}", file=sys.stderr)

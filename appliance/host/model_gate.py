@@ -30,7 +30,9 @@ import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-UPSTREAM_KEY_ENV = "APPLIANCE_MODEL_UPSTREAM_KEY"
+from common import environment
+
+UPSTREAM_KEY_ENV = environment.MODEL_UPSTREAM_KEY
 PUBLIC_PATHS = frozenset({"/health"})
 # Hop-by-hop headers, and what the front sets itself.
 _DROP_REQUEST = frozenset({"host", "authorization", "connection", "keep-alive", "te", "trailer", "upgrade",

@@ -43,6 +43,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from appliance.errors import ApplianceError
+from common import environment
 from common.locations import PROJECT_ROOT
 
 SERVERS = ("ehr", "umls", "knowledge")  # on ports P, P+1, P+2; the model on P+3
@@ -56,9 +57,9 @@ def host_urls(url: str) -> dict[str, str]:
         raise ApplianceError(f"--host takes http://HOST:PORT or https://HOST:PORT (the port `appliance serve` "
                              f"printed), not {url!r}")
     netloc = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    urls = {f"APPLIANCE_MCP_{name.upper()}_URL": f"{parts.scheme}://{netloc}:{parts.port + i}/mcp"
+    urls = {environment.server_url_variable(name): f"{parts.scheme}://{netloc}:{parts.port + i}/mcp"
             for i, name in enumerate(SERVERS)}
-    urls["APPLIANCE_MODEL_SERVER"] = f"{parts.scheme}://{netloc}:{parts.port + MODEL_PORT_OFFSET}"
+    urls[environment.MODEL_SERVER] = f"{parts.scheme}://{netloc}:{parts.port + MODEL_PORT_OFFSET}"
     return urls
 
 

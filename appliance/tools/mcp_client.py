@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from common import environment
 from common.locations import PROJECT_ROOT, logs_dir
 from appliance.errors import ToolClientError
 from appliance.tools import processes
@@ -81,7 +82,7 @@ def _error_text(result: Any) -> str:
 def clinic_trust(env) -> ssl.SSLContext | None:
     """HTTPS trust for the clinic host's servers (MCP and model): its certificate from
     ``APPLIANCE_MCP_CA`` in ``env``, else None (the system's); ``ToolClientError`` if unreadable."""
-    ca = env.get("APPLIANCE_MCP_CA", "").strip()
+    ca = environment.read(environment.MCP_CA, env)
     if not ca:
         return None
     try:
@@ -109,13 +110,13 @@ class MCPToolBox:
         from fastmcp import Client
         from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 
-        url = self._env.get(f"APPLIANCE_MCP_{server.upper()}_URL")
+        url = environment.read(environment.server_url_variable(server), self._env)
         if url:
             # A shared HTTP server cannot know which terminal is calling: say who the user is
             # (the EHR server records it as the author of writes; percent-encoded UTF-8).
-            user = self._env.get("APPLIANCE_USER", "").strip()
+            user = environment.read(environment.USER, self._env)
             headers = {USER_HEADER: quote(user, safe=" .,@'-")} if user else {}
-            token = self._env.get("APPLIANCE_MCP_TOKEN", "").strip()  # this terminal's (servers with tokens)
+            token = environment.read(environment.MCP_TOKEN, self._env)  # this terminal's (servers with tokens)
             if token:
                 headers["Authorization"] = f"Bearer {token}"
             transport = StreamableHttpTransport(url, headers=headers, verify=self._trust())

@@ -22,7 +22,9 @@ import signal
 import time
 from pathlib import Path
 
-TOKEN_ENV = "APPLIANCE_MCP_START"
+from common import environment
+
+TOKEN_ENV = environment.MCP_START
 PROC = Path("/proc")
 
 
