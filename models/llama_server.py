@@ -7,6 +7,11 @@ Invariants:
   after the first time), configured so that the build downloads nothing (no curl, no prebuilt
   web UI), with TLS when OpenSSL's headers are present. A stamp beside the binary (version, TLS)
   makes a later setup skip the build.
+- ggml (the tensor library, the largest part of llama.cpp to compile) is not compiled again:
+  the build links the ``libggml*.so`` that llama-cpp-python installed (its CMake package in
+  ``site-packages/lib/cmake/ggml``), found at run time through a RUNPATH relative to the
+  binary (``$ORIGIN/../lib/pythonX.Y/site-packages/lib``), so the copy a bundle installs into
+  its own venv finds its own. Without that package, everything is compiled as before.
 - ``locate`` finds the binary: ``$APPLIANCE_LLAMA_SERVER``, else ``llama-server`` beside the
   running Python (the venv's ``bin``); ``None`` when there is none.
 - ``command`` is the one place that turns a model file and the host's settings into
@@ -86,9 +91,29 @@ PORTABLE_CPU = ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_
                 "-DGGML_BMI2=ON")
 
 
+def installed_ggml() -> Path | None:
+    """llama-cpp-python's ggml CMake package (``.../site-packages/lib/cmake/ggml``), when its
+    libraries are installed beside it; None otherwise."""
+    for root in map(Path, sys.path):
+        config = root / "lib" / "cmake" / "ggml" / "ggml-config.cmake"
+        if config.is_file() and any((root / "lib").glob("libggml-base.so*")):
+            return config.parent
+    return None
+
+
 def _stamp() -> dict:
     return {"llama_cpp_python": metadata.version("llama-cpp-python"), "tls": Path("/usr/include/openssl/ssl.h").exists(),
-            "cpu": list(PORTABLE_CPU)}
+            "cpu": list(PORTABLE_CPU), "ggml": "llama-cpp-python's" if installed_ggml() else "compiled"}
+
+
+def _ggml_options(dest: Path) -> list[str]:
+    """CMake options that link llama-cpp-python's ggml instead of compiling it (none when absent)."""
+    package = installed_ggml()
+    if package is None:
+        return []
+    libs = package.parent.parent  # .../site-packages/lib
+    return ["-DLLAMA_USE_SYSTEM_GGML=ON", f"-Dggml_DIR={package}",
+            f"-DCMAKE_BUILD_RPATH=$ORIGIN/{os.path.relpath(libs, dest.resolve())}"]
 
 
 def build(dest: Path, *, progress=print) -> Path:
@@ -117,8 +142,9 @@ def build(dest: Path, *, progress=print) -> Path:
         options = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", *PORTABLE_CPU,
                    f"-DLLAMA_OPENSSL={'ON' if want['tls'] else 'OFF'}", "-DLLAMA_BUILD_TESTS=OFF",
                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
-                   "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF"]
-        progress("building llama-server (several minutes the first time)")
+                   "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", *_ggml_options(dest)]
+        progress("building llama-server (several minutes the first time"
+                 + (", ggml from llama-cpp-python)" if want["ggml"] != "compiled" else ")"))
         subprocess.run([cmake, "-S", str(source), "-B", str(work / "build"), *generator, *options],
                        check=True, stdout=subprocess.DEVNULL)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)

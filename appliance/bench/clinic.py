@@ -12,6 +12,10 @@ Invariants:
   terminal starting at a different path so concurrent terminals do not ask in lockstep.
 - A turn is timed wall-clock from question to answer. Figures and ratios are printed; nothing is
   asserted. The host decodes ``max(terminals)`` requests side by side (``--slots``).
+- Constrained calls alone: every constrained call the in-process turns made (its messages,
+  schema, temperature and token limit) is timed again in process and then on the idle host,
+  one after another, ``CALL_REPEATS`` times each; the ratio is the median over calls of host
+  over in process, so where the time goes in a turn and in one decoder are reported apart.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from appliance.errors import ApplianceError
 from common.locations import PROJECT_ROOT, scratch_home
 
 PATHS = ("DIRECT", "SINGLE_TOOL", "MULTI_TOOL")
+CALL_REPEATS = 3
 
 
 def _free_ports(count: int) -> int:
@@ -99,8 +104,10 @@ def _wait(proc: subprocess.Popen, log: Path, urls: list[str], seconds: float = 1
             time.sleep(0.2)
 
 
-def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path: int) -> list[dict]:
-    """One terminal's turns (its own agent and MCP client), each timed."""
+def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path: int,
+              calls: list | None = None) -> list[dict]:
+    """One terminal's turns (its own agent and MCP client), each timed; the constrained calls
+    they made are added to ``calls`` when given."""
     from appliance.agent.graph import Agent
     from appliance.bench.decoding import RecordingModel, _path_overrides
     from appliance.tools.base import deny_all
@@ -112,21 +119,25 @@ def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path:
         for i in range(turns):
             path = PATHS[(first_path + i) % len(PATHS)]
             query, overrides = _path_overrides(path)
-            agent = Agent(RecordingModel(model, overrides), tools, settings, deny_all, drugs=drugs)
+            recording = RecordingModel(model, overrides)
+            agent = Agent(recording, tools, settings, deny_all, drugs=drugs)
             started = time.perf_counter()
             result = agent.run_turn(query)
             drugs = agent.drugs
+            if calls is not None:
+                calls.extend(c.call for c in recording.calls if c.call is not None)
             out.append({"path": path, "seconds": time.perf_counter() - started, "nodes": len(result.path)})
     return out
 
 
-def _concurrently(n: int, make_model, tool_env: dict, settings: Settings, turns: int) -> dict:
+def _concurrently(n: int, make_model, tool_env: dict, settings: Settings, turns: int,
+                  calls: list | None = None) -> dict:
     results: list[list[dict]] = [[] for _ in range(n)]
     errors: list[BaseException] = []
 
     def one(i: int) -> None:
         try:
-            results[i] = _terminal(make_model(), tool_env, settings, turns, i)
+            results[i] = _terminal(make_model(), tool_env, settings, turns, i, calls)
         except BaseException as exc:  # noqa: BLE001 - reported after the others finish
             errors.append(exc)
 
@@ -151,6 +162,24 @@ def _figures(turns: list[dict], wall: float, terminals: int) -> dict:
                         for p in PATHS if any(t["path"] == p for t in turns)}}
 
 
+def _time_calls(model, calls: list) -> list[float]:
+    """Each constrained call's median seconds over ``CALL_REPEATS`` runs on ``model``."""
+    from appliance.errors import GenerationError
+
+    medians = []
+    for messages, schema, temperature, max_tokens in calls:
+        seconds = []
+        for _ in range(CALL_REPEATS):
+            started = time.perf_counter()
+            try:
+                model.generate_constrained("BENCH", messages, schema, temperature=temperature, max_tokens=max_tokens)
+            except GenerationError:
+                pass  # timed all the same: both runtimes are asked the same
+            seconds.append(time.perf_counter() - started)
+        medians.append(statistics.median(seconds))
+    return medians
+
+
 def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
     from appliance.setup.home import init_home
     from appliance.llm.server import ServerModel
@@ -167,15 +196,23 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
             model_url = urls.pop("APPLIANCE_MODEL_SERVER")
             tool_env = {**urls, "APPLIANCE_HOME": str(home)}
             local = load_model(local_settings)
-            baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns)
+            calls: list = []
+            baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns, calls)
+            in_process_calls = _time_calls(local, calls)
             del local
+            host_calls = _time_calls(ServerModel(model_url), calls)
             rows = [_concurrently(n, lambda: ServerModel(model_url), tool_env, settings, turns)
                     for n in terminals]
     one = next((r for r in rows if r["terminals"] == 1), rows[0])
     report = {
         "model": settings.model, "turns_per_terminal": turns, "in_process": baseline, "clinic_host": rows,
+        "constrained_calls": {"calls": len(calls), "repeats": CALL_REPEATS,
+                              "in_process_median_s": round(statistics.median(in_process_calls), 3),
+                              "host_median_s": round(statistics.median(host_calls), 3)},
         "ratios": {
             "one_terminal_vs_in_process_median_turn": round(one["median_turn_s"] / baseline["median_turn_s"], 3),
+            "constrained_call_host_vs_in_process": round(statistics.median(
+                h / max(i, 1e-9) for h, i in zip(host_calls, in_process_calls)), 3),
             **{f"{r['terminals']}_terminals_vs_1_median_turn": round(r["median_turn_s"] / one["median_turn_s"], 3)
                for r in rows if r is not one},
             **{f"{r['terminals']}_terminals_vs_1_turns_per_minute":
@@ -192,6 +229,9 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
     for r in rows:
         label = f"host, {r['terminals']} terminal{'s' if r['terminals'] > 1 else ''}"
         print(f"{label:<28}{r['median_turn_s']:>10}{r['p95_turn_s']:>10}{r['turns_per_minute']:>11}")
+    c = report["constrained_calls"]
+    print(f"constrained calls alone ({c['calls']} from the in-process turns, {c['repeats']} runs each, idle): "
+          f"median {c['in_process_median_s']} s in process, {c['host_median_s']} s on the host")
     for name, value in report["ratios"].items():
         print(f"  {name}: {value}")
     return 0

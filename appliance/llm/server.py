@@ -23,7 +23,11 @@ Invariants:
   the agent's error templates apply); a refused key raises ``ConfigError``. No prompt text is
   put in an error message or a log line.
 - No images: this runtime is not a ``VisionModel`` (the agent says so when an image is attached).
-- Only the standard library speaks HTTP here; one request at a time per terminal (a lock).
+- Only the standard library speaks HTTP here. Each request has its own connection; a lock
+  guards only the tokenizer cache and context fitting, so requests can decode side by side in
+  the server's parallel slots: ``generate_constrained_batch`` (the prescreen's criterion
+  calls) sends up to ``min(parallel, the server's slots)`` at once. ``last_stats`` and
+  ``last_text`` are those of the last single call.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from appliance.errors import (
     ConfigError, ContextOverflow, GenerationCancelled, GenerationError, GenerationTruncated,
 )
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
+from appliance.llm.batch import BatchJob, BatchResult
 from appliance.llm.closing import closing, closing_reserve
 from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import accepts, max_output_chars, output_schema
@@ -88,6 +93,7 @@ class ServerModel:
         self.profile_name = self.profile.name
         # A request's context: the slot's, never more than the profile's (what the in-process model has).
         self.n_ctx = min(int(props["default_generation_settings"]["n_ctx"]), self.profile.n_ctx)
+        self.slots = max(1, int(props.get("total_slots") or 1))
         self._tokens = lru_cache(maxsize=TOKEN_CACHE)(self._tokenize_uncached)
 
     # -- HTTP -------------------------------------------------------------------------------
@@ -190,6 +196,37 @@ class ServerModel:
     ) -> T:
         """``decoder`` is accepted for the in-process runtime's signature; the server has one
         decoder, llama.cpp's grammar sampler over the same grammar."""
+        text, stats = self._constrained(node, messages, schema, temperature, max_tokens, cancel)
+        self.last_text = text
+        self.last_stats = stats
+        return parse_constrained(text, schema)
+
+    def generate_constrained_batch(self, jobs: Sequence[BatchJob], *, parallel: int = 4,
+                                   **_in_process_only) -> list[BatchResult]:
+        """Independent constrained calls side by side in the server's parallel slots (continuous
+        batching there), at most ``min(parallel, slots)`` in flight: a ``BatchResult`` per job, in
+        the jobs' order, with its text and validated value or its error, as in process."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        for schema in {job.schema for job in jobs}:
+            output_schema(schema)  # SchemaNotSupported before anything is sent
+
+        def one(job: BatchJob) -> BatchResult:
+            text = ""
+            try:
+                text, stats = self._constrained("CRITERION_BATCH", job.messages, job.schema, job.temperature,
+                                                job.max_tokens, None)
+                return BatchResult(text, parse_constrained(text, job.schema), None,
+                                   sampled_tokens=stats.sampled_tokens, model_steps=stats.sampled_tokens)
+            except GenerationError as exc:
+                return BatchResult(text, None, exc)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, self.slots, len(jobs))),
+                                thread_name_prefix="model-slot") as pool:
+            return list(pool.map(one, jobs))
+
+    def _constrained(self, node: str, messages: Sequence[Message], schema: type[T], temperature: float,
+                     max_tokens: int, cancel: threading.Event | None) -> tuple[str, CallStats]:
         derived = output_schema(schema)  # SchemaNotSupported before anything is sent
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled(f"{node}: cancelled before it started")
@@ -213,9 +250,7 @@ class ServerModel:
                             sampled_tokens=stats.sampled_tokens + more.sampled_tokens,
                             seconds=stats.seconds + more.seconds, eval_seconds=stats.eval_seconds + more.eval_seconds,
                             finish_reason="stop", closed_early=1)
-        self.last_text = text
-        self.last_stats = stats
-        return parse_constrained(text, schema)
+        return text, stats
 
     def generate_free(
         self, node: str, messages: Sequence[Message], *, temperature: float, max_tokens: int,
@@ -231,27 +266,27 @@ class ServerModel:
         """One completion; ``after`` is output already generated, which the model continues."""
         started = time.perf_counter()
         pieces: list[str] = []
-        with self._lock:
+        with self._lock:  # the tokenizer cache and the fit; the request itself runs outside
             continued = list(self._tokenize_uncached(after, False, False)) if after else []
             fitted = self._fit(messages, max_tokens + len(continued))
             prompt = self.prompt_tokens(render_parts(fitted.messages)) + continued
-            body = {"prompt": prompt, "n_predict": max_tokens,
-                    "temperature": temperature, "top_k": 40 if temperature > 0 else 1,
-                    "stop": list(self.profile.stop), "cache_prompt": True}
-            if grammar is not None:
-                body["grammar"] = grammar
-            final: dict = {}
-            try:
-                for event in self._stream(body, cancel):
-                    piece = event.get("content", "")
-                    if piece:
-                        pieces.append(piece)
-                        if on_token is not None:
-                            on_token(piece)
-                    if event.get("stop"):
-                        final = event
-            except GenerationCancelled:
-                raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces") from None
+        body = {"prompt": prompt, "n_predict": max_tokens,
+                "temperature": temperature, "top_k": 40 if temperature > 0 else 1,
+                "stop": list(self.profile.stop), "cache_prompt": True}
+        if grammar is not None:
+            body["grammar"] = grammar
+        final: dict = {}
+        try:
+            for event in self._stream(body, cancel):
+                piece = event.get("content", "")
+                if piece:
+                    pieces.append(piece)
+                    if on_token is not None:
+                        on_token(piece)
+                if event.get("stop"):
+                    final = event
+        except GenerationCancelled:
+            raise GenerationCancelled(f"{node}: cancelled after {len(pieces)} pieces") from None
         timings = final.get("timings", {})
         stop_type = final.get("stop_type", "")
         stats = CallStats(

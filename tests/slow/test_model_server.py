@@ -119,6 +119,42 @@ def test_a_call_waiting_behind_another_terminal_is_cancelled_at_once(keyed):
     assert done and first.last_stats.completion_tokens > 0
 
 
+@pytest.mark.timeout(600)
+def test_the_prescreens_criterion_calls_decode_side_by_side_in_the_hosts_slots(tmp_path):
+    """Issue 29: through a host the prescreen fell back to one criterion call after another.
+    ``evaluate_criteria(parallel=...)`` now sends them to the server's parallel slots; each call
+    keeps its own answer and place, and the server was asked at most ``slots`` at a time."""
+    from appliance.prescreen import evaluate, trialgpt
+
+    rows = trialgpt.load_rows(trialgpt.DEFAULT_DATA)[40:44]
+    calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in rows]
+    with model_server.running(tmp_path / "server.log", slots=2) as url:
+        server = ServerModel(url)
+        assert server.slots == 2
+        in_flight, most = [0], [0]
+        lock = threading.Lock()
+        stream = server._stream
+
+        def counted(body, cancel):
+            with lock:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+            try:
+                yield from stream(body, cancel)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+        server._stream = counted
+        single = evaluate.evaluate_criteria(server, calls, parallel=1)
+        assert most[0] == 1
+        batched = evaluate.evaluate_criteria(server, calls, parallel=8)
+    assert most[0] == 2  # side by side, never more than the host's slots
+    assert all(not isinstance(j, Exception) for j in single + batched), [j for j in single + batched if isinstance(j, Exception)]
+    same = sum(s.model_verdict == b.model_verdict and s.cited == b.cited for s, b in zip(single, batched))
+    assert same >= len(calls) - 1, [(s.model_verdict, b.model_verdict) for s, b in zip(single, batched)]
+
+
 def test_https_with_the_operators_certificate(tmp_path):
     """`serve --tls-cert` gives the model server the host's certificate; a terminal trusts it
     through APPLIANCE_MCP_CA and refuses a host it cannot verify."""
@@ -207,7 +243,9 @@ def test_the_clinic_bench_times_turns_for_each_terminal_count_beside_the_in_proc
     assert [(r["terminals"], r["turns"]) for r in report["clinic_host"]] == [(1, 1), (2, 2)]
     assert all(r["median_turn_s"] > 0 and r["turns_per_minute"] > 0 for r in report["clinic_host"])
     assert set(report["ratios"]) == {"one_terminal_vs_in_process_median_turn", "2_terminals_vs_1_median_turn",
-                                     "2_terminals_vs_1_turns_per_minute"}
+                                     "2_terminals_vs_1_turns_per_minute", "constrained_call_host_vs_in_process"}
+    calls = report["constrained_calls"]
+    assert calls["calls"] >= 1 and calls["in_process_median_s"] > 0 and calls["host_median_s"] > 0
     bad = subprocess.run([sys.executable, "-m", "appliance.cli", "bench", "clinic", "--terminals", "1,x"], cwd=PROJECT,
                          capture_output=True, text=True, timeout=60, env={**os.environ, "APPLIANCE_HOME": str(tmp_path)})
     assert bad.returncode == 2 and "--terminals takes counts" in bad.stderr
