@@ -9,7 +9,9 @@ Invariants:
 - Code decides first: the age and sex a trial takes (its structured limits), then every
   criterion the chart's structured facts decide (``decide``: age, sex, pregnancy, labs with
   units and dates, listed conditions with onsets, current therapy), as of ``today``. The model
-  judges only the rest, one at a time (``evaluate.evaluate_criterion``), and its judgements keep
+  judges only the rest, one at a time (``evaluate.evaluate_criterion``), or, on a clinic host
+  (a model with parallel ``slots``), as many side by side as the host has slots
+  (``evaluate.evaluate_criteria``), the cancel checked between groups; its judgements keep
   only cited facts that concern the criterion. Each criterion says who decided it
   (``decided_by``).
 - The verdicts are ``aggregate``'s rules, never the model's; the result shows the verdicts
@@ -33,7 +35,7 @@ from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel
 from appliance.prescreen.aggregate import CriterionJudgement, TrialVerdict, aggregate, rank_key
 from appliance.prescreen.decide import decide_criterion
-from appliance.prescreen.evaluate import evaluate_criterion
+from appliance.prescreen.evaluate import evaluate_criteria, evaluate_criterion, prepare
 from appliance.prescreen.facts import PatientFacts, build_facts
 from appliance.prescreen.search import MAX_SEARCHES, SearchOutcome, find_candidates
 from appliance.tools.base import ToolBox
@@ -145,20 +147,31 @@ def judge_trial(model: LanguageModel, facts: PatientFacts, details: dict, today:
     and sex limits, then ``decide``), the model for the rest. Returns the judgements, in the
     trial's order, and the number of model calls made."""
     say = progress or (lambda _m: None)
-    judgements = code_criteria(facts, details)
+    judgements: list[CriterionJudgement | None] = list(code_criteria(facts, details))
     criteria = [("inclusion", c) for c in details.get("inclusion_criteria") or []]
     criteria += [("exclusion", c) for c in details.get("exclusion_criteria") or []]
-    calls = 0
+    undecided = []  # (place in judgements, criterion number, kind, text)
     for i, (kind, text) in enumerate(criteria, 1):
-        decided = decide_criterion(facts, text, kind, today)
-        if decided is not None:
-            judgements.append(decided)
-            continue
-        say(f"criterion {i} of {len(criteria)}")
+        judgements.append(decide_criterion(facts, text, kind, today))
+        if judgements[-1] is None:
+            undecided.append((len(judgements) - 1, i, kind, text))
+    side_by_side = max(1, getattr(model, "slots", 1)) if hasattr(model, "generate_constrained_batch") else 1
+    for start in range(0, len(undecided), side_by_side):
+        group = undecided[start:start + side_by_side]
+        numbers = f"{group[0][1]}" if len(group) == 1 else f"{group[0][1]}-{group[-1][1]}"
+        say(f"criteri{'on' if len(group) == 1 else 'a'} {numbers} of {len(criteria)}")
         _check(cancel)
-        judgements.append(evaluate_criterion(model, facts, text, kind, cancel=cancel))
-        calls += 1
-    return judgements, calls
+        if len(group) == 1:
+            (place, _, kind, text), = group
+            judgements[place] = evaluate_criterion(model, facts, text, kind, cancel=cancel)
+            continue
+        answers = evaluate_criteria(model, [prepare(facts, text, kind) for _, _, kind, text in group],
+                                    parallel=len(group))
+        for (place, *_), answer in zip(group, answers):
+            if isinstance(answer, Exception):
+                raise answer  # as a single call's error would
+            judgements[place] = answer
+    return judgements, len(undecided)
 
 
 def run_prescreen(

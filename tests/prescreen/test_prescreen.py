@@ -254,3 +254,44 @@ def test_unknown_and_malformed_patients_are_clear_errors(tools):
     with pytest.raises(PrescreenError, match="between 1 and 20"):
         run_prescreen(ScriptedModel(), tools, "abc-123", max_trials=0)
     assert [t for t, _ in tools.calls] == ["get_patient_chart"]
+
+
+class HostLikeModel(ScriptedModel):
+    """A scripted model with a clinic host's parallel slots: criterion calls come as batches."""
+
+    slots = 3
+
+    def __init__(self, replies):
+        super().__init__(replies)
+        self.batches: list[int] = []
+
+    def generate_constrained_batch(self, jobs, *, parallel):
+        from appliance.llm.batch import BatchResult
+        from appliance.prescreen.evaluate import InclusionAnswer
+
+        assert parallel <= self.slots
+        self.batches.append(len(jobs))
+        out = []
+        for job in jobs:
+            value = self.generate_constrained(INC if job.schema is InclusionAnswer else EXC, job.messages, job.schema,
+                                              temperature=job.temperature, max_tokens=job.max_tokens)
+            out.append(BatchResult("", value, None))
+        return out
+
+
+def test_on_a_host_the_criteria_the_model_judges_go_side_by_side_in_its_slots(tools):
+    """Issue 29: through a clinic host the prescreen asked one criterion at a time. With a
+    model that has slots, the criteria code does not decide go in groups of that many, in the
+    trial's order, with the same judgements a single-call model gets."""
+    replies = {INC: [inc("unknown", ()), inc("unknown", ())], EXC: [exc("unknown", ()), exc("unknown", ())]}
+    said: list[str] = []
+    host = HostLikeModel(replies)
+    batched = run_prescreen(host, tools, "pat-017", condition="atrial fibrillation", max_trials=1, status="any",
+                            today=date(2026, 11, 26), progress=said.append)
+    single = run_prescreen(ScriptedModel(replies), tools, "pat-017", condition="atrial fibrillation", max_trials=1,
+                           status="any", today=date(2026, 11, 26))
+    assert host.batches == [3] and host.pending() == {}  # 4 criteria for the model: a group of 3, then one alone
+    assert batched.to_json()["trials"] == single.to_json()["trials"]
+    assert batched.to_json()["stats"]["model_calls"] == single.to_json()["stats"]["model_calls"]
+    steps = [m.split(": ", 1)[1] for m in said if m.startswith("NCT-DEMO-0003: ")]
+    assert steps[0].startswith("criteria ") and steps[1].startswith("criterion ")

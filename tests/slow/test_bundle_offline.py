@@ -64,6 +64,12 @@ def test_the_bundle_installs_and_runs_with_the_network_cable_pulled(bundle, tmp_
     server = subprocess.run([str(prefix / "bin" / "python"), "-m", "models.llama_server", "where"], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert server.returncode == 0 and server.stdout.strip() == str(prefix / "bin" / "llama-server"), server
+    # and it runs there: the ggml it links is the installed venv's own (RUNPATH relative to bin/)
+    listed = subprocess.run(["ldd", str(prefix / "bin" / "llama-server")], capture_output=True, text=True, timeout=60)
+    assert "not found" not in listed.stdout and str(PROJECT_ROOT) not in listed.stdout, listed.stdout
+    version = subprocess.run([str(prefix / "bin" / "llama-server"), "--version"], capture_output=True, text=True,
+                             timeout=60)
+    assert version.returncode == 0, version.stderr[-2000:]
     asked = subprocess.run([*offline, str(prefix / "bin" / "appliance"), "ask", "--json", "What is hypertension?"],
                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert asked.returncode == 0, asked.stderr[-3000:]
