@@ -97,6 +97,20 @@ def _get(url: str, key: str | None) -> int:
         return 0
 
 
+def _loopback_reachable() -> bool:
+    """Whether this process can listen on and reach 127.0.0.1 at all (it cannot in a fresh
+    network namespace, ``unshare -n``, until loopback is brought up)."""
+    try:
+        with socket.socket() as server, socket.socket() as client:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            client.settimeout(1.0)
+            client.connect(server.getsockname())
+        return True
+    except OSError:
+        return False
+
+
 @contextmanager
 def _process(argv: list[str], env: dict, log: Path) -> Iterator[subprocess.Popen]:
     with open(log, "wb") as out:
@@ -116,6 +130,9 @@ def _process(argv: list[str], env: dict, log: Path) -> Iterator[subprocess.Popen
 def _wait(ready, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + START_SECONDS
     while not ready():
+        if proc.poll() is None and not _loopback_reachable():
+            raise RuntimeError("the host check's servers cannot be reached on 127.0.0.1: loopback is down here "
+                               "(a network namespace without `ip link set lo up`?)")
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the host check's server did not start: {log.read_text(errors='replace')[-500:]}")
         time.sleep(0.2)

@@ -33,3 +33,22 @@ def test_a_request_that_should_have_been_refused_counts_as_let_through():
     assert (report["requests"], report["refused_as_expected"], report["let_through"],
             report["allowed_as_expected"]) == (4, 1, 2, 1)
     assert report["failed"] == ["stolen key", "no approval"] and report["ok"] is False
+
+
+def test_with_loopback_down_the_host_checks_say_so_instead_of_a_server_that_did_not_start(tmp_path):
+    """Seen under `unshare -rn` (a network namespace, loopback down): "the host check's server
+    did not start" although it had started; it could not be reached."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -rn is not available here")
+    code = ("import json, pathlib, sys; from appliance.selftest.host_checks import run_host_checks\n"
+            "print(json.dumps(run_host_checks(pathlib.Path(sys.argv[1]))))\n")
+    done = subprocess.run(["unshare", "-rn", sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    import json
+
+    report = json.loads(done.stdout)
+    assert not report["ok"] and "loopback is down here" in report["error"], (done.stdout[-2000:], done.stderr[-2000:])
