@@ -437,3 +437,53 @@ def test_a_request_dropped_as_its_upstream_read_fails_leaves_no_traceback_on_the
 
     assert asyncio.run(scene(lambda task: task.cancel()))._log_traceback  # what the front did
     assert not asyncio.run(scene(_drop))._log_traceback
+
+
+def test_an_answer_cancelled_while_it_streams_leaves_no_unretrieved_read(monkeypatch):
+    """The case CI met twice in whole-suite runs: the terminal went away, Starlette cancelled the
+    streaming response while the front waited for llama-server's next bytes, the front closed
+    the upstream connection, and the read in flight ended in ReadError that nobody took."""
+    import httpx2 as httpx
+
+    from appliance.host import model_gate
+
+    made: list[asyncio.Future] = []
+    ensure_future = asyncio.ensure_future
+
+    def recording(awaitable):
+        made.append(ensure_future(awaitable))
+        return made[-1]
+
+    monkeypatch.setattr(model_gate.asyncio, "ensure_future", recording)
+
+    class Upstream:
+        def __init__(self):
+            self.closed = asyncio.Event()
+
+        async def _chunks(self):
+            yield b"data: {}\n\n"
+            await self.closed.wait()
+            raise httpx.ReadError("closed under the read")
+
+        def aiter_raw(self):
+            return self._chunks()
+
+        async def aclose(self):
+            self.closed.set()
+            await asyncio.sleep(0)
+
+    async def scene():
+        gone = asyncio.get_running_loop().create_future()
+        relay = model_gate._relay(Upstream(), gone)
+        assert await relay.__anext__() == b"data: {}\n\n"
+        waiting = ensure_future(relay.__anext__())
+        await asyncio.sleep(0.01)
+        waiting.cancel()  # Starlette cancelling the response mid-wait
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    asyncio.run(scene())
+    assert made and all(task.done() for task in made)
+    assert [task for task in made if task._log_traceback] == []

@@ -81,7 +81,12 @@ def make_app(socket_path: Path, upstream_key: str, gate):
                                                  headers=headers, content=body)
         gone = asyncio.ensure_future(request.receive())  # after the body: only the terminal leaving
         sending = asyncio.ensure_future(state["client"].send(upstream, stream=True))
-        done, _ = await asyncio.wait({sending, gone}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait({sending, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # this request cancelled (the host stopping): nothing left running
+            _drop(sending)
+            _drop(gone)
+            raise
         if sending not in done:  # the terminal left while its request waited for a slot
             _drop(sending)
             return _error(499, "the terminal closed the request", "cancelled")
@@ -100,7 +105,10 @@ def make_app(socket_path: Path, upstream_key: str, gate):
 async def _relay(response, gone: asyncio.Future):
     """The upstream answer's bytes until it ends or the terminal leaves; then the upstream
     connection is closed, which ends llama-server's work on it."""
+    import httpx2 as httpx
+
     chunks = response.aiter_raw()
+    following: asyncio.Future | None = None
     try:
         while True:
             following = asyncio.ensure_future(chunks.__anext__())
@@ -112,8 +120,12 @@ async def _relay(response, gone: asyncio.Future):
                 chunk = following.result()
             except StopAsyncIteration:
                 return
+            except httpx.HTTPError:  # llama-server went away mid-answer: the terminal sees the stream end early
+                return
             yield chunk
-    finally:
+    finally:  # also when the response is cancelled mid-wait (Starlette cancels it when the terminal goes)
+        if following is not None:
+            _drop(following)  # the read in flight fails as the connection closes below
         _drop(gone)
         await response.aclose()
 
