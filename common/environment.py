@@ -60,7 +60,7 @@ def server_url_variable(server: str) -> str:
 
 def read(name: str, env: Mapping[str, str] | None = None) -> str:
     """The variable's value, stripped ("" when unset), from ``env`` or this process's environment."""
-    if name not in VARIABLES and name != MODEL_SERVER:
+    if name not in VARIABLES:  # the Settings fields (MODEL_SERVER among them) are read by Settings
         raise KeyError(f"{name} is not an appliance variable (common.environment.VARIABLES)")
     return (os.environ if env is None else env).get(name, "").strip()
 

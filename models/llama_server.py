@@ -76,7 +76,11 @@ def command(binary: Path, s: ServerSettings) -> list[str]:
     argv = [str(binary), "--model", str(s.model), "--alias", s.alias, "--host", s.host, "--port", str(s.port),
             "--ctx-size", str(s.n_ctx * s.slots), "--parallel", str(s.slots),
             "--threads", str(s.threads or max(1, os.cpu_count() or 1)), "--n-gpu-layers", "0",
-            "--no-webui", "--log-verbosity", "1", "--no-slots"]
+            "--no-webui", "--log-verbosity", "1", "--no-slots",
+            # the full-size sliding-window cache, as llama.cpp's library default gives the in-process
+            # model: a terminal's next request reuses every token the slot holds (the host's
+            # constrained calls are several requests over one growing prompt, appliance.llm.server_decoding)
+            "--swa-full"]
     if s.key_file is not None:
         argv += ["--api-key-file", str(s.key_file)]
     if s.tls is not None:

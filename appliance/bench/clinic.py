@@ -16,6 +16,10 @@ Invariants:
   schema, temperature and token limit) is timed again in process and then on the idle host,
   one after another, ``CALL_REPEATS`` times each; the ratio is the median over calls of host
   over in process, so where the time goes in a turn and in one decoder are reported apart.
+- Free decodes side by side: for each terminal count n, n free decodes at once on the idle
+  host, the median seconds a token, and its ratio to one alone: what the machine itself gives n
+  terminals (on 2 cores, 4 decodes at once take 2.4x as long a token as one), the floor under
+  the per-turn ratio of n terminals to one.
 """
 
 from __future__ import annotations
@@ -35,10 +39,12 @@ from typing import Iterator
 
 from appliance.config import Settings
 from appliance.errors import ApplianceError
+from common import environment
 from common.locations import PROJECT_ROOT, scratch_home
 
 PATHS = ("DIRECT", "SINGLE_TOOL", "MULTI_TOOL")
 CALL_REPEATS = 3
+DECODE_TOKENS = 64  # each free decode of the side-by-side measure
 
 
 def _free_ports(count: int) -> int:
@@ -66,7 +72,7 @@ def clinic_host(settings: Settings, home: Path, slots: int) -> Iterator[str]:
     from appliance.host.serve import SERVERS, host_urls
 
     port = _free_ports(len(SERVERS) + 1)
-    env = {**os.environ, "APPLIANCE_HOME": str(home), "APPLIANCE_MODEL": settings.model}
+    env = {**os.environ, environment.HOME: str(home), "APPLIANCE_MODEL": settings.model}  # a Settings field
     log = home / "clinic-host.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port),
@@ -75,8 +81,8 @@ def clinic_host(settings: Settings, home: Path, slots: int) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         urls = host_urls(url)
-        _wait(proc, log, [f"{urls['APPLIANCE_MODEL_SERVER']}/health"]
-              + [u for k, u in urls.items() if k.startswith("APPLIANCE_MCP_")])
+        _wait(proc, log, [f"{urls[environment.MODEL_SERVER]}/health"]
+              + [urls[environment.server_url_variable(name)] for name in environment.SERVERS])
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -180,6 +186,28 @@ def _time_calls(model, calls: list) -> list[float]:
     return medians
 
 
+def _decode_side_by_side(model_url: str, n: int) -> float:
+    """Median seconds a token when ``n`` free decodes run at once in the host's slots: what the
+    machine gives n terminals before any agent work (the floor under the per-turn ratios)."""
+    from appliance.llm.prompt import Message
+    from appliance.llm.server import ServerModel
+
+    per_token: list[float] = []
+
+    def one(i: int) -> None:
+        model = ServerModel(model_url)
+        model.generate_free("BENCH", [Message("user", f"Write a discharge summary for patient {i}.")],
+                            temperature=0.0, max_tokens=DECODE_TOKENS)
+        per_token.append(model.last_stats.seconds / max(1, model.last_stats.completion_tokens))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statistics.median(per_token)
+
+
 def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
     from appliance.setup.home import init_home
     from appliance.llm.server import ServerModel
@@ -193,14 +221,15 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
         init_home(progress=lambda _m: None, with_model=False)
         with clinic_host(settings, home, max(terminals)) as url:
             urls = host_urls(url)
-            model_url = urls.pop("APPLIANCE_MODEL_SERVER")
-            tool_env = {**urls, "APPLIANCE_HOME": str(home)}
+            model_url = urls.pop(environment.MODEL_SERVER)
+            tool_env = {**urls, environment.HOME: str(home)}
             local = load_model(local_settings)
             calls: list = []
             baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns, calls)
             in_process_calls = _time_calls(local, calls)
             del local
             host_calls = _time_calls(ServerModel(model_url), calls)
+            decode = {n: _decode_side_by_side(model_url, n) for n in terminals}
             rows = [_concurrently(n, lambda: ServerModel(model_url), tool_env, settings, turns)
                     for n in terminals]
     one = next((r for r in rows if r["terminals"] == 1), rows[0])
@@ -217,7 +246,11 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
                for r in rows if r is not one},
             **{f"{r['terminals']}_terminals_vs_1_turns_per_minute":
                round(r["turns_per_minute"] / one["turns_per_minute"], 3) for r in rows if r is not one},
+            **{f"{n}_decodes_vs_1_seconds_per_token": round(decode[n] / decode[min(decode)], 3)
+               for n in terminals if n != min(decode)},
         },
+        "decode_side_by_side": {"tokens": DECODE_TOKENS,
+                                "seconds_per_token": {str(n): round(v, 4) for n, v in decode.items()}},
     }
     if as_json:
         print(json.dumps(report, indent=2))
@@ -232,6 +265,9 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
     c = report["constrained_calls"]
     print(f"constrained calls alone ({c['calls']} from the in-process turns, {c['repeats']} runs each, idle): "
           f"median {c['in_process_median_s']} s in process, {c['host_median_s']} s on the host")
+    d = report["decode_side_by_side"]["seconds_per_token"]
+    print(f"free decodes side by side on the idle host ({DECODE_TOKENS} tokens each), seconds a token: "
+          + ", ".join(f"{n} at once {v}" for n, v in d.items()))
     for name, value in report["ratios"].items():
         print(f"  {name}: {value}")
     return 0

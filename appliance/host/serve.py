@@ -46,7 +46,7 @@ from appliance.errors import ApplianceError
 from common import environment
 from common.locations import PROJECT_ROOT
 
-SERVERS = ("ehr", "umls", "knowledge")  # on ports P, P+1, P+2; the model on P+3
+SERVERS = environment.SERVERS  # on ports P, P+1, P+2; the model on P+3
 MODEL_PORT_OFFSET = len(SERVERS)
 
 

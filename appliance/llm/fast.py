@@ -160,6 +160,11 @@ class SchemaDecoder:
         probs /= probs.sum()
         return int(candidates[int(self.b.rng.choice(len(candidates), p=probs))])
 
+    def _select(self, candidates: np.ndarray) -> int:
+        """The model's choice among candidate next tokens (pending text fed first)."""
+        logits = self._logits()
+        return self._pick(logits, candidates) if len(candidates) > 1 else int(candidates[0])
+
     def _take(self, token: int) -> None:
         self._spend(1)
         self.b.feed([token])
@@ -182,8 +187,7 @@ class SchemaDecoder:
                 alive = done[:1]
                 break
             next_tokens = np.array(sorted({seqs[o][depth] for o in alive}), dtype=np.int64)
-            logits = self._logits()
-            token = self._pick(logits, next_tokens) if len(next_tokens) > 1 else int(next_tokens[0])
+            token = self._select(next_tokens)
             self._take(token)
             alive = [o for o in alive if seqs[o][depth] == token]
             depth += 1

@@ -176,6 +176,19 @@ def grammar_from_json_schema(json_schema: dict, name: str = "root") -> str:
     return text
 
 
+@cache
+def string_body_grammar(lo: int, hi: int, *, start: bool = True) -> str:
+    """GBNF for ``lo`` to ``hi`` more characters of a string and then its closing quote, as the
+    fast decoder takes them (no DEL; no leading space when ``lo`` > 0 at the string's ``start``):
+    the segment a clinic host's server decodes for a free string (``server_decoding``)."""
+    char = _CHAR[:-1] + r"\x7f]"
+    first = _FIRST_CHAR[:-1] + r"\x7f]" if start else char
+    body = f"{char}{{0,{hi}}}" if lo == 0 else f"{first} {char}{{{lo - 1},{hi - 1}}}"
+    text = f'root ::= {body} "\\""\n'
+    check_grammar(text)
+    return text
+
+
 _TOKEN = re.compile(
     r'\s+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|\{\d+(?:,\d*)?\}|::=|[a-zA-Z][a-zA-Z0-9-]*|[()|?*+]'
 )

@@ -5,16 +5,20 @@ Invariants:
 - Same interface, same prompts, same constraint: a prompt is rendered by ``prompt.render_parts``
   and tokenized part by part by the server's own tokenizer (markers as control tokens, text
   with special-token parsing off), and sent as token ids, so a clinician's ``<end_of_turn>``
-  stays text here too; a constrained call sends the schema's GBNF grammar
-  (``grammar.output_schema``), the language both in-process decoders produce, and the answer
-  is validated against the schema before it is returned.
+  stays text here too. A constrained call is the fast decoder's walk (``server_decoding``: fixed
+  text fed in batches, one request a choice or a free string) for every schema it handles, as
+  in process; ``decoder="grammar"`` and other schemas send the schema's whole GBNF grammar
+  (``grammar.output_schema``) to llama.cpp's grammar sampler. Either way the answer is in the
+  language both in-process decoders produce and is validated before it is returned.
 - The profile is the host's: the server's model alias names it, so the demo notice follows the
   model that actually answers, whatever this terminal was configured with.
-- Every call streams, so ``cancel`` (and ``on_token``) work as in process: a cancelled call
-  closes its connection and llama-server stops that request.
+- Free and grammar calls stream, so ``cancel`` (and ``on_token``) work as in process: a
+  cancelled call closes its connection and llama-server stops that request. The fast walk's
+  requests are short and not streamed; a cancel shuts the one in flight and ends the walk.
 - Context fitting is the same rule (``fit.fit_messages``) with the server's token counts and
-  its per-request context. ``max_tokens`` is respected. A constrained output the limit would
-  cut is ended as in process: the first request keeps back the characters the longest ending
+  its per-request context. ``max_tokens`` is respected. The fast walk closes strings early to
+  fit it, as in process. On the grammar path a constrained output the limit would cut is
+  ended too: the first request keeps back the characters the longest ending
   can take (``closing.closing_reserve``; at most half the budget), and a cut output is
   continued by a second, short request whose grammar closes the open string and gives every
   later free string its minimum (``closing.closing``); the model still makes every later
@@ -50,8 +54,10 @@ from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.batch import BatchJob, BatchResult
 from appliance.llm.closing import closing, closing_reserve
 from appliance.llm.fit import Fitted, fit_messages
-from appliance.llm.grammar import accepts, max_output_chars, output_schema
+from appliance.llm.fast import BudgetExceeded, Cancelled, fast_handles
+from appliance.llm.grammar import OutputSchema, accepts, max_output_chars, output_schema
 from appliance.llm.prompt import Message, Part, render_parts, tokenize_parts
+from appliance.llm.server_decoding import ServerSchemaDecoder, ServerSteps
 from models.profiles import ModelProfile, get_profile
 
 CONNECT_SECONDS = 5.0
@@ -95,6 +101,7 @@ class ServerModel:
         self.n_ctx = min(int(props["default_generation_settings"]["n_ctx"]), self.profile.n_ctx)
         self.slots = max(1, int(props.get("total_slots") or 1))
         self._tokens = lru_cache(maxsize=TOKEN_CACHE)(self._tokenize_uncached)
+        self._pieces = lru_cache(maxsize=TOKEN_CACHE)(self._piece_uncached)
 
     # -- HTTP -------------------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
@@ -133,11 +140,14 @@ class ServerModel:
             raise ModelServerUnavailable(f"the model server at {self.url} answered {response.status} ({detail})")
         return conn, response, done
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
-        conn, response, done = self._open(method, path, body)
+    def _request(self, method: str, path: str, body: dict | None = None,
+                 cancel: threading.Event | None = None) -> dict:
+        conn, response, done = self._open(method, path, body, cancel)
         try:
             return json.loads(response.read())
         except (OSError, http.client.HTTPException, ValueError):
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled("cancelled") from None
             raise ModelServerUnavailable(f"the model server at {self.url} sent an unreadable answer") from None
         finally:
             done.set()
@@ -175,6 +185,17 @@ class ServerModel:
         out = self._request("POST", "/tokenize", {"content": text, "add_special": bos, "parse_special": special})
         return tuple(out["tokens"])
 
+    def _piece_uncached(self, token: int) -> str:
+        return self._request("POST", "/detokenize", {"tokens": [token]})["content"]
+
+    def _text_tokens(self, text: str) -> list[int]:
+        with self._lock:
+            return list(self._tokens(text, False, False))
+
+    def _piece(self, token: int) -> str:
+        with self._lock:
+            return self._pieces(token)
+
     def prompt_tokens(self, parts: Sequence[Part]) -> list[int]:
         """Token ids of ``parts``, by the server's tokenizer (each distinct part asked once)."""
         return tokenize_parts(lambda text, bos, special: list(self._tokens(text, bos, special)), parts, bos=True)
@@ -194,9 +215,9 @@ class ServerModel:
         self, node: str, messages: Sequence[Message], schema: type[T], *, temperature: float, max_tokens: int,
         decoder: str | None = None, cancel: threading.Event | None = None,
     ) -> T:
-        """``decoder`` is accepted for the in-process runtime's signature; the server has one
-        decoder, llama.cpp's grammar sampler over the same grammar."""
-        text, stats = self._constrained(node, messages, schema, temperature, max_tokens, cancel)
+        """``decoder``: "fast" (the default: the fast decoder's walk, ``server_decoding``) or
+        "grammar" (llama.cpp's grammar sampler over the whole output), as in process."""
+        text, stats = self._constrained(node, messages, schema, temperature, max_tokens, cancel, decoder)
         self.last_text = text
         self.last_stats = stats
         return parse_constrained(text, schema)
@@ -217,7 +238,7 @@ class ServerModel:
                 text, stats = self._constrained("CRITERION_BATCH", job.messages, job.schema, job.temperature,
                                                 job.max_tokens, None)
                 return BatchResult(text, parse_constrained(text, job.schema), None,
-                                   sampled_tokens=stats.sampled_tokens, model_steps=stats.sampled_tokens)
+                                   sampled_tokens=stats.sampled_tokens, model_steps=stats.model_steps or stats.sampled_tokens)
             except GenerationError as exc:
                 return BatchResult(text, None, exc)
 
@@ -226,10 +247,13 @@ class ServerModel:
             return list(pool.map(one, jobs))
 
     def _constrained(self, node: str, messages: Sequence[Message], schema: type[T], temperature: float,
-                     max_tokens: int, cancel: threading.Event | None) -> tuple[str, CallStats]:
+                     max_tokens: int, cancel: threading.Event | None, decoder: str | None = None,
+                     ) -> tuple[str, CallStats]:
         derived = output_schema(schema)  # SchemaNotSupported before anything is sent
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled(f"{node}: cancelled before it started")
+        if (decoder or "fast") == "fast" and fast_handles(schema):
+            return self._constrained_fast(node, messages, derived, temperature, max_tokens, cancel)
         # Every token adds a character: a grammar bounded within the budget ends by itself.
         # Otherwise keep back what the longest ending takes (in characters, so generously), but
         # never more than half the budget, and end a cut output in a second, bounded call.
@@ -251,6 +275,33 @@ class ServerModel:
                             seconds=stats.seconds + more.seconds, eval_seconds=stats.eval_seconds + more.eval_seconds,
                             finish_reason="stop", closed_early=1)
         return text, stats
+
+    def _constrained_fast(self, node: str, messages: Sequence[Message], derived: OutputSchema,
+                          temperature: float, max_tokens: int, cancel: threading.Event | None,
+                          ) -> tuple[str, CallStats]:
+        started = time.perf_counter()
+        with self._lock:
+            fitted = self._fit(messages, max_tokens)
+            prompt = self.prompt_tokens(render_parts(fitted.messages))
+        steps = ServerSteps(lambda body, stop: self._request("POST", "/completion", body, stop),
+                            self._text_tokens, self._piece, list(prompt), temperature, cancel)
+        decoder = ServerSchemaDecoder(steps, temperature, budget=max_tokens, cancel=cancel)
+        try:
+            text = decoder.decode(derived)
+        except BudgetExceeded:
+            raise GenerationTruncated(f"{node}: {derived.model.__name__} output hit max_tokens={max_tokens}") from None
+        except (Cancelled, GenerationCancelled):
+            raise GenerationCancelled(f"{node}: cancelled") from None
+        except ValueError as exc:  # an answer outside the options asked for
+            raise ModelServerUnavailable(str(exc)) from None
+        done = decoder.stats
+        return text, CallStats(
+            node=node, prompt_tokens=len(prompt), completion_tokens=done.fed_tokens + done.sampled_tokens,
+            seconds=time.perf_counter() - started, finish_reason="stop", prefill_tokens=steps.prefill_tokens,
+            cache_hit=steps.prefill_tokens < len(steps.tokens), eval_seconds=steps.eval_seconds,
+            sampled_tokens=done.sampled_tokens, closed_early=done.closed_early, model_steps=done.model_steps,
+            history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
+        )
 
     def generate_free(
         self, node: str, messages: Sequence[Message], *, temperature: float, max_tokens: int,

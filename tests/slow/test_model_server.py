@@ -133,19 +133,21 @@ def test_the_prescreens_criterion_calls_decode_side_by_side_in_the_hosts_slots(t
         assert server.slots == 2
         in_flight, most = [0], [0]
         lock = threading.Lock()
-        stream = server._stream
+        request = server._request  # each model step of the fast decoder's walk is one request
 
-        def counted(body, cancel):
+        def counted(method, path, body=None, cancel=None):
+            if path != "/completion":
+                return request(method, path, body, cancel)
             with lock:
                 in_flight[0] += 1
                 most[0] = max(most[0], in_flight[0])
             try:
-                yield from stream(body, cancel)
+                return request(method, path, body, cancel)
             finally:
                 with lock:
                     in_flight[0] -= 1
 
-        server._stream = counted
+        server._request = counted
         single = evaluate.evaluate_criteria(server, calls, parallel=1)
         assert most[0] == 1
         batched = evaluate.evaluate_criteria(server, calls, parallel=8)
@@ -243,7 +245,10 @@ def test_the_clinic_bench_times_turns_for_each_terminal_count_beside_the_in_proc
     assert [(r["terminals"], r["turns"]) for r in report["clinic_host"]] == [(1, 1), (2, 2)]
     assert all(r["median_turn_s"] > 0 and r["turns_per_minute"] > 0 for r in report["clinic_host"])
     assert set(report["ratios"]) == {"one_terminal_vs_in_process_median_turn", "2_terminals_vs_1_median_turn",
-                                     "2_terminals_vs_1_turns_per_minute", "constrained_call_host_vs_in_process"}
+                                     "2_terminals_vs_1_turns_per_minute", "constrained_call_host_vs_in_process",
+                                     "2_decodes_vs_1_seconds_per_token"}
+    assert set(report["decode_side_by_side"]["seconds_per_token"]) == {"1", "2"}
+    assert all(v > 0 for v in report["decode_side_by_side"]["seconds_per_token"].values())
     calls = report["constrained_calls"]
     assert calls["calls"] >= 1 and calls["in_process_median_s"] > 0 and calls["host_median_s"] > 0
     bad = subprocess.run([sys.executable, "-m", "appliance.cli", "bench", "clinic", "--terminals", "1,x"], cwd=PROJECT,

@@ -184,9 +184,10 @@ def test_a_constrained_call_is_cancelled_at_its_next_token_and_the_model_stays_u
 
 
 def test_a_budget_below_the_longest_output_still_gives_a_valid_object(model):
-    """In process, the fast decoder closes strings to fit the budget. On the server, the first
-    request keeps back what the longest ending takes (at most half the budget) and a cut output
-    is ended by a second, short request (appliance.llm.closing): always an object, never half."""
+    """The fast decoder (in process, and its walk on the server) closes strings to fit the
+    budget. The server's grammar decoder keeps back what the longest ending takes (at most half
+    the budget) and ends a cut output by a second, short request (appliance.llm.closing): always
+    an object, never half."""
     from appliance.agent.schemas import ResultAssessment
     from appliance.llm.closing import closing_reserve
     from appliance.llm.grammar import accepts
@@ -195,16 +196,17 @@ def test_a_budget_below_the_longest_output_still_gives_a_valid_object(model):
     messages = [Message("system", "Summarise at great length. Answer with JSON only."),
                 Message("user", "Describe every finding of a long chart in detail.")]
     reserve = closing_reserve(ResultAssessment)
-    closed = []
-    for budget in (24, 40, 64, 96):
-        out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
-                                         max_tokens=budget)
-        assert accepts(ResultAssessment, model.last_text) and out.brief_summary
-        cost = budget if isinstance(model, LlamaModel) else max(budget, budget // 2 + reserve)
-        assert model.last_stats.completion_tokens <= cost, (budget, model.last_stats)
-        closed.append(model.last_stats.closed_early)
-    if not isinstance(model, LlamaModel):
-        assert closed[0] == 1, "24 tokens cut the summary: the server ended it"
+    decoders = ["fast"] if isinstance(model, LlamaModel) else ["fast", "grammar"]
+    for decoder in decoders:
+        closed = []
+        for budget in (24, 40, 64, 96):
+            out = model.generate_constrained("RESULT_CLASSIFY", messages, ResultAssessment, temperature=0.0,
+                                             max_tokens=budget, decoder=decoder)
+            assert accepts(ResultAssessment, model.last_text) and out.brief_summary
+            cost = budget if decoder == "fast" else max(budget, budget // 2 + reserve)
+            assert model.last_stats.completion_tokens <= cost, (decoder, budget, model.last_stats)
+            closed.append(model.last_stats.closed_early)
+        assert closed[0] >= 1, f"24 tokens cut the summary: the {decoder} decoder ended it"
 
 
 class FreeDict(BaseModel):
