@@ -69,6 +69,7 @@ class ServerSettings:
     threads: int | None = None
     key_file: Path | None = None  # one API key per line; None: no key asked (loopback only)
     tls: tuple[Path, Path] | None = None  # (certificate, key)
+    mmproj: Path | None = None  # the profile's vision projector, checked (models.projector); None: no images
 
 
 def command(binary: Path, s: ServerSettings) -> list[str]:
@@ -85,6 +86,8 @@ def command(binary: Path, s: ServerSettings) -> list[str]:
         argv += ["--api-key-file", str(s.key_file)]
     if s.tls is not None:
         argv += ["--ssl-cert-file", str(s.tls[0]), "--ssl-key-file", str(s.tls[1])]
+    if s.mmproj is not None:
+        argv += ["--mmproj", str(s.mmproj)]
     return argv
 
 

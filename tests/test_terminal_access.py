@@ -153,6 +153,38 @@ def test_the_model_servers_command_line_binds_where_told_and_asks_for_keys_only_
                                                         tls=(tmp_path / "c.pem", tmp_path / "k.pem")))
     assert keyed[keyed.index("--api-key-file") + 1] == str(tmp_path / "keys")
     assert keyed[keyed.index("--ssl-cert-file") + 1] == str(tmp_path / "c.pem")
+    assert "--mmproj" not in keyed and "--swa-full" in argv  # every cached token reusable, as in process
+    seeing = command(tmp_path / "llama-server", replace(base, mmproj=tmp_path / "mmproj.gguf"))
+    assert seeing[seeing.index("--mmproj") + 1] == str(tmp_path / "mmproj.gguf")
+
+
+def test_serve_passes_the_profiles_projector_only_when_it_is_in_place(tmp_path, monkeypatch):
+    """``appliance serve`` gives llama-server the profile's vision projector when
+    ``models.projector`` accepts the file, and says in one line whether the host takes images."""
+    import dataclasses
+
+    from appliance.host import serve
+    from appliance.runtime import ModelFiles
+    from models import gguf_info, llama_server, verify
+    from models.profiles import get_profile
+    from tests.llm.tiny_projector import write_tiny_projector
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("")
+    profile = dataclasses.replace(get_profile("gemma3-270m"), mmproj_file="mmproj.gguf")
+    files = ModelFiles(profile, tmp_path / "m.gguf", None, tmp_path, False)
+    monkeypatch.setattr(llama_server, "locate", lambda: binary)
+    monkeypatch.setattr("appliance.runtime.model_files", lambda settings: files)
+    monkeypatch.setattr(verify, "verify_model_file", lambda *a, **k: None)
+    monkeypatch.setattr(gguf_info, "check_identity", lambda *a, **k: None)
+    absent = serve.model_server_command("127.0.0.1", 18770, None, 1)
+    assert "--mmproj" not in absent.llama_argv and absent.images.startswith("images: off (")
+    write_tiny_projector(tmp_path / "mmproj.gguf")
+    present = serve.model_server_command("127.0.0.1", 18770, None, 1)
+    assert present.llama_argv[present.llama_argv.index("--mmproj") + 1] == str(tmp_path / "mmproj.gguf")
+    assert present.images == "images: on (mmproj.gguf)"
+    for made in (absent, present):
+        made.folder.rmdir()  # the private socket folder, made empty
 
 
 def test_serve_refuses_clearly_without_a_built_model_server(tmp_path):

@@ -71,6 +71,7 @@ class ModelServer:
     gate_argv: list[str]
     env: dict[str, str]  # the run's upstream key, for both
     folder: Path  # the private folder of llama-server's socket (removed when the host stops)
+    images: str  # one line for the operator: whether the model answers images, and why not
 
 
 def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, slots: int) -> ModelServer:
@@ -81,6 +82,7 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
     from appliance.runtime import model_files
     from models import llama_server
     from models.gguf_info import ModelIdentityError, check_identity
+    from models.projector import projector_problem
     from models.verify import verify_model_file
 
     binary = llama_server.locate()
@@ -96,17 +98,20 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
         check_identity(files.path, files.profile)
     except ModelIdentityError as exc:
         raise ApplianceError(str(exc)) from None
+    problem = projector_problem(files.profile, files.folder)
+    mmproj = files.profile.mmproj_path(files.folder) if problem is None else None
+    images = f"images: on ({mmproj.name})" if mmproj else f"images: off ({problem})"
     folder = Path(tempfile.mkdtemp(prefix="appliance-model-"))  # 0700; short, for the socket path limit
     socket_path = folder / "llama.sock"
     llama_argv = llama_server.command(binary, llama_server.ServerSettings(
         model=files.path, alias=files.profile.name, host=str(socket_path), port=port, n_ctx=files.profile.n_ctx,
-        slots=slots, threads=settings.n_threads))
+        slots=slots, threads=settings.n_threads, mmproj=mmproj))
     key = secrets.token_urlsafe(32)
     gate_argv = [sys.executable, "-m", "appliance.host.model_gate", "--bind", bind, "--port", str(port),
                  "--socket", str(socket_path)]
     if tls:
         gate_argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
-    return ModelServer(llama_argv, gate_argv, {llama_server.API_KEY_ENV: key, UPSTREAM_KEY_ENV: key}, folder)
+    return ModelServer(llama_argv, gate_argv, {llama_server.API_KEY_ENV: key, UPSTREAM_KEY_ENV: key}, folder, images)
 
 
 # The safety entry's share of the record's bound on an approval (as the agent's write_audit).
@@ -223,6 +228,8 @@ def _run(bind: str, port: int, tls: tuple[Path, Path] | None, model_server: Mode
         "the record, UMLS and knowledge servers"
     print(f"serving {what} on {bind}, ports {port}-{last}; on each terminal: "
           f"appliance --host {scheme}://{bind}:{port}  (Ctrl+C stops them)", flush=True)
+    if model_server is not None:
+        print(f"the model server: {model_server.images}", flush=True)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:

@@ -26,7 +26,9 @@ Invariants:
 - A host that cannot be reached raises ``ModelServerUnavailable`` (a ``GenerationError``, so
   the agent's error templates apply); a refused key raises ``ConfigError``. No prompt text is
   put in an error message or a log line.
-- No images: this runtime is not a ``VisionModel`` (the agent says so when an image is attached).
+- Images when the host's server has a vision projector (its /props say so): the same image
+  prompt and walk as in process (``analyze_image``); otherwise ``vision_available`` is False and
+  the agent says the image was not analysed.
 - Only the standard library speaks HTTP here. Each request has its own connection; a lock
   guards only the tokenizer cache and context fitting, so requests can decode side by side in
   the server's parallel slots: ``generate_constrained_batch`` (the prescreen's criterion
@@ -36,6 +38,7 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import socket
@@ -44,6 +47,7 @@ import threading
 import time
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterator, Sequence
 from urllib.parse import urlsplit
 
@@ -56,7 +60,8 @@ from appliance.llm.closing import closing, closing_reserve
 from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.fast import BudgetExceeded, Cancelled, fast_handles
 from appliance.llm.grammar import OutputSchema, accepts, max_output_chars, output_schema
-from appliance.llm.prompt import Message, Part, render_parts, tokenize_parts
+from appliance.llm import vision
+from appliance.llm.prompt import Message, Part, render_gemma, render_parts, tokenize_parts
 from appliance.llm.server_decoding import ServerSchemaDecoder, ServerSteps
 from models.profiles import ModelProfile, get_profile
 
@@ -100,6 +105,8 @@ class ServerModel:
         # A request's context: the slot's, never more than the profile's (what the in-process model has).
         self.n_ctx = min(int(props["default_generation_settings"]["n_ctx"]), self.profile.n_ctx)
         self.slots = max(1, int(props.get("total_slots") or 1))
+        self._vision = bool((props.get("modalities") or {}).get("vision"))
+        self._marker = str(props.get("media_marker") or vision.DEFAULT_MARKER)
         self._tokens = lru_cache(maxsize=TOKEN_CACHE)(self._tokenize_uncached)
         self._pieces = lru_cache(maxsize=TOKEN_CACHE)(self._piece_uncached)
 
@@ -187,6 +194,9 @@ class ServerModel:
 
     def _piece_uncached(self, token: int) -> str:
         return self._request("POST", "/detokenize", {"tokens": [token]})["content"]
+
+    def _detokenize(self, tokens: list[int]) -> str:
+        return self._request("POST", "/detokenize", {"tokens": tokens})["content"]
 
     def _text_tokens(self, text: str) -> list[int]:
         with self._lock:
@@ -279,13 +289,23 @@ class ServerModel:
     def _constrained_fast(self, node: str, messages: Sequence[Message], derived: OutputSchema,
                           temperature: float, max_tokens: int, cancel: threading.Event | None,
                           ) -> tuple[str, CallStats]:
-        started = time.perf_counter()
         with self._lock:
             fitted = self._fit(messages, max_tokens)
             prompt = self.prompt_tokens(render_parts(fitted.messages))
-        steps = ServerSteps(lambda body, stop: self._request("POST", "/completion", body, stop),
-                            self._text_tokens, self._piece, list(prompt), temperature, cancel)
-        decoder = ServerSchemaDecoder(steps, temperature, budget=max_tokens, cancel=cancel)
+        steps = self._steps(list(prompt), temperature, cancel)
+        text, stats = self._walk(node, steps, derived, max_tokens, cancel)
+        return text, replace(stats, prompt_tokens=len(prompt), history_dropped=fitted.history_dropped,
+                             results_shortened=fitted.results_shortened)
+
+    def _steps(self, tokens: list[int], temperature: float, cancel: threading.Event | None, **image) -> ServerSteps:
+        return ServerSteps(lambda body, stop: self._request("POST", "/completion", body, stop), self._text_tokens,
+                           self._piece, tokens, temperature, cancel, **image)
+
+    def _walk(self, node: str, steps: ServerSteps, derived: OutputSchema, max_tokens: int,
+              cancel: threading.Event | None) -> tuple[str, CallStats]:
+        """The fast decoder's walk on the server (``server_decoding``): its text and figures."""
+        started = time.perf_counter()
+        decoder = ServerSchemaDecoder(steps, steps.temperature, budget=max_tokens, cancel=cancel)
         try:
             text = decoder.decode(derived)
         except BudgetExceeded:
@@ -296,12 +316,35 @@ class ServerModel:
             raise ModelServerUnavailable(str(exc)) from None
         done = decoder.stats
         return text, CallStats(
-            node=node, prompt_tokens=len(prompt), completion_tokens=done.fed_tokens + done.sampled_tokens,
+            node=node, prompt_tokens=0, completion_tokens=done.fed_tokens + done.sampled_tokens,
             seconds=time.perf_counter() - started, finish_reason="stop", prefill_tokens=steps.prefill_tokens,
             cache_hit=steps.prefill_tokens < len(steps.tokens), eval_seconds=steps.eval_seconds,
             sampled_tokens=done.sampled_tokens, closed_early=done.closed_early, model_steps=done.model_steps,
-            history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
         )
+
+    # -- images: llama-server's multimodal projector (``appliance serve`` passes the profile's) --
+    @property
+    def vision_available(self) -> bool:
+        """The host's server was started with a vision projector (its /props say so)."""
+        return self._vision
+
+    def analyze_image(self, image_path: str | Path, question: str, *,
+                      cancel: threading.Event | None = None) -> vision.ImageFindings:
+        """Structured findings of one PNG/JPEG by the host's model, as in process: the image
+        prompt (``vision.image_messages`` with the server's media marker), then the fast
+        decoder's walk (T=0.3, 512 tokens), the image sent with each of its requests."""
+        if not self._vision:
+            raise vision.VisionUnavailable("image analysis is unavailable: the clinic host's model server runs "
+                                           "without a vision projector")
+        image = vision.read_image(image_path)
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled(f"{vision.NODE}: cancelled before it started")
+        prompt = render_gemma(vision.image_messages(question, self._marker))
+        steps = self._steps([], vision.TEMPERATURE, cancel, image=(prompt, base64.b64encode(image).decode("ascii")),
+                            detokenize=self._detokenize)
+        text, stats = self._walk(vision.NODE, steps, output_schema(vision.ImageFindings), vision.MAX_TOKENS, cancel)
+        self.last_text, self.last_stats = text, stats
+        return parse_constrained(text, vision.ImageFindings)
 
     def generate_free(
         self, node: str, messages: Sequence[Message], *, temperature: float, max_tokens: int,

@@ -16,6 +16,9 @@ Invariants:
   so far as token ids with ``cache_prompt``, so the server evaluates only what it has not seen,
   fixed text in one batch. The token that closes a string is not kept: its quote joins the
   fixed text that follows, as in process.
+- An image call (``ServerModel.analyze_image``) is the same walk over a text prompt with the
+  server's media marker and the image, sent again with every request (the server keeps the
+  image's embeddings in its prompt cache, keyed by the image's bytes).
 - A request that fails raises the server runtime's errors (``ModelServerUnavailable``,
   ``GenerationCancelled``); ``SchemaDecoder``'s ``BudgetExceeded`` and ``Cancelled`` reach the
   caller as in process.
@@ -31,6 +34,7 @@ import numpy as np
 
 from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder
 from appliance.llm.grammar import string_body_grammar
+from appliance.llm.prompt import neutralise
 
 CHOICE_BIAS = 100.0  # added to each option's logit: far above any logit gap a model produces
 
@@ -45,9 +49,14 @@ class ServerSteps:
     post: Callable[[dict, threading.Event | None], dict]
     tokenize: Callable[[str], list[int]]
     piece: Callable[[int], str]
-    tokens: list[int]
+    tokens: list[int]  # the prompt's and the output's; the output's alone with ``image``
     temperature: float
     cancel: threading.Event | None = None
+    # An image call: (the prompt as text with the server's media marker, the image as base64)
+    # and how the output's tokens become text again. The server tokenizes an image prompt
+    # whole with special tokens on, so the output's text joins it neutralised (prompt.neutralise).
+    image: tuple[str, str] | None = None
+    detokenize: Callable[[list[int]], str] | None = None
     requests: int = 0
     prefill_tokens: int = 0  # tokens the server evaluated from the requests' prompts
     eval_seconds: float = 0.0
@@ -60,7 +69,11 @@ class ServerSteps:
         raise RuntimeError("llama-server sends no logits: a step on the host is a request")
 
     def _ask(self, fields: dict) -> dict:
-        body = {"prompt": list(self.tokens), "cache_prompt": True, "return_tokens": True,
+        prompt: list[int] | dict = list(self.tokens)
+        if self.image is not None:
+            prompt = {"prompt_string": self.image[0] + neutralise(self.detokenize(self.tokens) if self.tokens else ""),
+                      "multimodal_data": [self.image[1]]}
+        body = {"prompt": prompt, "cache_prompt": True, "return_tokens": True,
                 "temperature": self.temperature, "top_p": 1.0, "min_p": 0.0, **fields}
         answer = self.post(body, self.cancel)
         self.requests += 1

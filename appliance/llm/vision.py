@@ -23,9 +23,10 @@ Invariants:
   call, success or failure.
 - Callers hold the model lock around everything that touches llama.cpp here.
 
-Not exercised on the development machine: no vision projector file exists there, so the real
-projector round trip (mtmd init, image encoding, findings from MedGemma) has never run in
-this project's tests; the chunk loop is tested against a stand-in for ``mtmd_cpp``.
+No MedGemma projector exists on the development machine: the real round trip (mtmd init,
+image encoding, decoding after the image) runs in tests/slow/test_vision_real_model.py with a
+tiny random-weight Gemma 3 projector (``tests.llm.tiny_projector``) beside the small model; the
+chunk loop's failures are tested against a stand-in for ``mtmd_cpp``.
 
 ``ImageFindings.confidence`` is "low" | "moderate" | "high" (docs/design.md §14) rather than a float
 0-1: the fast decoder (and a 4B model) handles no numbers, and a word is what a clinician

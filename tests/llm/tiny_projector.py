@@ -8,7 +8,7 @@ what the text model says about an image is noise: the file proves the code path 
 check, ``mtmd_init_from_file``, tokenize, image encode, decode after the image), never quality.
 The same ``seed`` gives the same bytes.
 
-Shape (chosen to be small and quick on CPU; about 1 MB):
+Shape (chosen to be small and quick on CPU; the file is 860,032 bytes):
 - 64x64 input image, 4x4 patches -> 16x16 = 256 patches; 2 encoder layers of width 128
   (2 heads of 64), feed-forward 256, GELU.
 - Gemma 3 projector: 4x4 average pooling (llama.cpp's default ``n_merge`` for gemma3) -> 4x4 =

@@ -34,14 +34,14 @@ def binary() -> Path:
 
 @contextmanager
 def running(log: Path, *, key_file: Path | None = None, slots: int = 2, threads: int = 2,
-            tls: tuple[Path, Path] | None = None) -> Iterator[str]:
-    """The shipped small model served on loopback (HTTPS with ``tls``: certificate, key); yields
-    its URL and stops it afterwards."""
+            tls: tuple[Path, Path] | None = None, mmproj: Path | None = None) -> Iterator[str]:
+    """The shipped small model served on loopback (HTTPS with ``tls``: certificate, key; images
+    with ``mmproj``, a vision projector); yields its URL and stops it afterwards."""
     profile = get_profile("gemma3-270m")
     port = free_port()
     argv = llama_server.command(binary(), llama_server.ServerSettings(
         model=assemble_default_model(models_dir()), alias=profile.name, host="127.0.0.1", port=port,
-        n_ctx=profile.n_ctx, slots=slots, threads=threads, key_file=key_file, tls=tls))
+        n_ctx=profile.n_ctx, slots=slots, threads=threads, key_file=key_file, tls=tls, mmproj=mmproj))
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
