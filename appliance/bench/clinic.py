@@ -10,6 +10,8 @@ Invariants:
 - Every configuration answers the same turns: the decoding bench's three paths (DIRECT,
   SINGLE_TOOL, MULTI_TOOL; branching decisions overridden after the real call, as there), each
   terminal starting at a different path so concurrent terminals do not ask in lockstep.
+- One untimed MULTI_TOOL turn in process warms the host's MCP servers and this process before
+  anything is timed, so the first configuration measured pays no start-up the others skip.
 - A turn is timed wall-clock from question to answer. Figures and ratios are printed; nothing is
   asserted. The host decodes ``max(terminals)`` requests side by side (``--slots``).
 - Constrained calls alone: every constrained call the in-process turns made (its messages,
@@ -224,6 +226,9 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
             model_url = urls.pop(environment.MODEL_SERVER)
             tool_env = {**urls, environment.HOME: str(home)}
             local = load_model(local_settings)
+            # one untimed turn first, on the path that calls the most tools: the host's MCP
+            # servers and this process start warm for every configuration, not only the later ones
+            _terminal(local, tool_env, local_settings, 1, PATHS.index("MULTI_TOOL"))
             calls: list = []
             baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns, calls)
             in_process_calls = _time_calls(local, calls)
