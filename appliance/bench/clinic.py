@@ -49,23 +49,34 @@ CALL_REPEATS = 3
 DECODE_TOKENS = 64  # each free decode of the side-by-side measure
 
 
-def _free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that bind now, below the kernel's
+    ephemeral range: the many short connections a run makes (each model request its own) take
+    their local ports from that range, and one could take a port between this check and the
+    server's bind (seen in a test: `appliance serve`'s fourth port, "address already in use")."""
+    import random
     import socket
 
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            first = sock.getsockname()[1]
-        if first + count > 65535:
-            continue
-        free = True
-        for port in range(first, first + count):
-            with socket.socket() as sock:
-                free = free and sock.connect_ex(("127.0.0.1", port)) != 0
-        if free:
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(max(1024, low // 2), low - count)
+        socks: list = []
+        try:
+            for port in range(first, first + count):
+                socks.append(socket.socket())
+                socks[-1].bind(("127.0.0.1", port))
             return first
-    raise ApplianceError("no free loopback ports for the clinic host")
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise ApplianceError(f"no {count} consecutive free loopback ports below {low} for the clinic host")
 
 
 @contextmanager
@@ -73,7 +84,7 @@ def clinic_host(settings: Settings, home: Path, slots: int) -> Iterator[str]:
     """``appliance serve`` on loopback over ``home``; yields its URL once every server answers."""
     from appliance.host.serve import SERVERS, host_urls
 
-    port = _free_ports(len(SERVERS) + 1)
+    port = free_ports(len(SERVERS) + 1)
     env = {**os.environ, environment.HOME: str(home), "APPLIANCE_MODEL": settings.model}  # a Settings field
     log = home / "clinic-host.log"
     with open(log, "wb") as out:

@@ -192,11 +192,11 @@ class ServerModel:
         out = self._request("POST", "/tokenize", {"content": text, "add_special": bos, "parse_special": special})
         return tuple(out["tokens"])
 
-    def _piece_uncached(self, token: int) -> str:
-        return self._request("POST", "/detokenize", {"tokens": [token]})["content"]
-
     def _detokenize(self, tokens: list[int]) -> str:
         return self._request("POST", "/detokenize", {"tokens": tokens})["content"]
+
+    def _piece_uncached(self, token: int) -> str:
+        return self._detokenize([token])
 
     def _text_tokens(self, text: str) -> list[int]:
         with self._lock:

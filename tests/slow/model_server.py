@@ -4,7 +4,6 @@ runtime (``appliance.llm.server``) against a real server started by the test."""
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import subprocess
 import time
@@ -20,10 +19,12 @@ from models.assemble import assemble_default_model
 from models.profiles import get_profile
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(count: int = 1) -> int:
+    """The first of ``count`` consecutive free loopback ports (``appliance.bench.clinic.free_ports``:
+    below the ephemeral range, so a test's own connections cannot take one before the bind)."""
+    from appliance.bench.clinic import free_ports
+
+    return free_ports(count)
 
 
 def binary() -> Path:

@@ -193,7 +193,7 @@ def test_a_terminal_answers_with_the_hosts_model_through_appliance_serve(tmp_pat
     the model server asks for that terminal's key as the record does: without it, no turn."""
     from mcp_servers.access import add_terminal
 
-    port = model_server.free_port()
+    port = model_server.free_port(4)  # serve takes P..P+3
     host_home, terminal_home = tmp_path / "host", tmp_path / "terminal"
     host_home.mkdir()
     terminal_home.mkdir()
@@ -282,7 +282,7 @@ def test_the_hosts_model_server_checks_every_request_and_keeps_no_usable_key(tmp
     what the host gives it and what its front lets through."""
     from mcp_servers.access import add_terminal, read_terminals
 
-    port = model_server.free_port()
+    port = model_server.free_port(4)  # serve takes P..P+3
     home = tmp_path / "host"
     home.mkdir()
     tokens = home / "terminals.json"
