@@ -62,7 +62,7 @@ from appliance.llm.fast import BudgetExceeded, Cancelled, fast_handles
 from appliance.llm.grammar import OutputSchema, accepts, max_output_chars, output_schema
 from appliance.llm import vision
 from appliance.llm.prompt import Message, Part, render_gemma, render_parts, tokenize_parts
-from appliance.llm.server_decoding import ServerSchemaDecoder, ServerSteps
+from appliance.llm.server_decoding import OffOptions, ServerSchemaDecoder, ServerSteps
 from models.profiles import ModelProfile, get_profile
 
 CONNECT_SECONDS = 5.0
@@ -312,7 +312,7 @@ class ServerModel:
             raise GenerationTruncated(f"{node}: {derived.model.__name__} output hit max_tokens={max_tokens}") from None
         except (Cancelled, GenerationCancelled):
             raise GenerationCancelled(f"{node}: cancelled") from None
-        except ValueError as exc:  # an answer outside the options asked for
+        except OffOptions as exc:
             raise ModelServerUnavailable(str(exc)) from None
         done = decoder.stats
         return text, CallStats(

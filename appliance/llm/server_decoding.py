@@ -39,6 +39,10 @@ from appliance.llm.prompt import neutralise
 CHOICE_BIAS = 100.0  # added to each option's logit: far above any logit gap a model produces
 
 
+class OffOptions(ValueError):
+    """The server's answer to a choice was none of the options asked for."""
+
+
 @dataclass
 class ServerSteps:
     """``SchemaDecoder``'s backend on llama-server: the prompt and output so far as token ids,
@@ -89,7 +93,7 @@ class ServerSteps:
                             "top_k": 1 if self.temperature <= 0 else len(allowed)})
         tokens = answer.get("tokens") or []
         if len(tokens) != 1 or tokens[0] not in allowed:
-            raise ValueError(f"the model server chose {tokens[:2]} among {len(allowed)} options")
+            raise OffOptions(f"the model server chose {tokens[:2]} among {len(allowed)} options")
         return int(tokens[0])
 
     def string(self, lo: int, hi: int, n_predict: int, *, start: bool = True) -> tuple[list[int], str, bool]:

@@ -5,7 +5,6 @@ $APPLIANCE_USER. A real HTTP server on localhost, in this process (uvicorn in a 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 
@@ -16,15 +15,14 @@ from fastmcp import Client
 
 from appliance.tools.mcp_client import MCPToolBox
 from mcp_servers.ehr import server as ehr
+from appliance.bench.clinic import free_ports
 
 PRESCRIPTION = {"patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
                 "frequency": "twice daily", "notes": None}
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)  # below the ephemeral range: no client connection takes it first
 
 
 @pytest.fixture

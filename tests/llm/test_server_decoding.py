@@ -11,7 +11,7 @@ import pytest
 
 from appliance.llm.fast import BudgetExceeded
 from appliance.llm.grammar import accepts, output_schema, string_body_grammar
-from appliance.llm.server_decoding import CHOICE_BIAS, ServerSchemaDecoder, ServerSteps
+from appliance.llm.server_decoding import CHOICE_BIAS, OffOptions, ServerSchemaDecoder, ServerSteps
 from tests.llm.test_fast_decoder import PIECES, Arr, Note, ScriptedBackend, Small
 
 PROMPT = [7, 8, 9]  # any ids: the stand-in only checks they lead every request
@@ -131,5 +131,5 @@ def test_an_answer_outside_the_options_is_refused():
             answer = super().post(body, cancel)
             return {**answer, "tokens": [PIECES.index("x")]} if "logit_bias" in body else answer
 
-    with pytest.raises(ValueError, match="among 2 options"):
+    with pytest.raises(OffOptions, match="among 2 options"):
         run(Small, Wrong([]))

@@ -26,6 +26,7 @@ from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers.contracts import parse_tool_error
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 from mcp_servers.umls.store import ensure_database as ensure_umls
+from appliance.bench.clinic import free_ports
 
 PROJECT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_USER": "transport-test"}
@@ -101,9 +102,7 @@ def test_stdio_round_trip(server, tmp_path):
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)  # below the ephemeral range: no client connection takes it first
 
 
 async def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
