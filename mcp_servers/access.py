@@ -9,9 +9,18 @@ Invariants:
 - The file is read at every request (a few hundred bytes): a terminal added while a server
   runs is asked for from its next request, a revoked one is refused from its next request.
 - Once any token exists, every HTTP request needs a valid one, on any address; without one it
-  gets 401 and reaches no tool. With no token at all a loopback server answers anyone on the
-  machine (a developer's server); a server bound off loopback refuses to start without tokens
-  (``http_policy``) and refuses every request if the last token is revoked while it runs.
+  gets 401 and reaches no tool. A loopback server on a host that never issued a token answers
+  anyone on the machine (a developer's server); a server bound off loopback refuses to start
+  without tokens (``http_policy``) and refuses every request if the last token is revoked while
+  it runs.
+- The host never reopens by itself: each token issued is recorded in ``host-access.jsonl``
+  beside the tokens file (who, when, which terminal; append-only lines), and while the latest
+  entry there is an issue, no token left means no access on loopback too, until the operator
+  reopens it in one command (``open_loopback``, recorded there with who and when). The record
+  is its own file, under another name than ``terminals.json`` and outside ``logs/``, so
+  deleting or emptying the tokens file does not remove it; a tokens file that exists with no
+  record (written before the record was kept) reads as issued. A record that cannot be read
+  refuses like a damaged tokens file (503).
 - A tokens file that cannot be read refuses every request with 503 and one line on the
   server's console, never a traceback.
 - The account a token belongs to is who the EHR server records as the author of writes made
@@ -32,10 +41,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.locations import PRIVATE_FILE_MODE, data_home
+from common.operator import operator_name
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 _CHECK_DOMAIN = b"clinical-appliance terminal key check v2\x00"
 LOOPBACK_CLIENT = "loopback"  # the client_id of a request let in without tokens (loopback, none issued)
+ISSUED, REOPENED = "issued", "loopback reopened"  # the events of the issue record
 
 
 class AccessError(ValueError):
@@ -44,6 +55,11 @@ class AccessError(ValueError):
 
 def tokens_path() -> Path:
     return data_home() / "terminals.json"
+
+
+def history_path(path: Path) -> Path:
+    """Where the issues and reopenings of the tokens file ``path`` are recorded."""
+    return path.with_name("host-access.jsonl")
 
 
 def token_digest(token: str) -> str:
@@ -129,9 +145,69 @@ def add_terminal(name: str, account: str, path: Path | None = None) -> str:
     if any(t.name == name for t in terminals):
         raise AccessError(f"a terminal named {name!r} exists already: revoke it first to issue a new token")
     token = secrets.token_urlsafe(32)
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _write([*terminals, Terminal(name, account, token_check(token), created)], path)
+    created = _now()
+    _record(path, {"at": created, "event": ISSUED, "terminal": name, "account": account, "by": operator_name()})
+    _write([*terminals, Terminal(name, account, token_check(token), created)], path)  # after the record
     return token
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _record(path: Path, entry: dict) -> None:
+    """Append one line to the issue record of the tokens file ``path`` (0600, synced)."""
+    target = history_path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def access_history(path: Path | None = None) -> list[dict]:
+    """The issue record of the tokens file ``path``, oldest first (``AccessError`` when damaged)."""
+    target = history_path(path or tokens_path())
+    try:
+        lines = target.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise AccessError(f"{target} cannot be read as the host's record of issued tokens ({exc})") from None
+    entries = []
+    for line in filter(str.strip, lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict) or entry.get("event") not in (ISSUED, REOPENED):
+            raise AccessError(f"{target} is not the host's record of issued tokens (a line is damaged)")
+        entries.append(entry)
+    return entries
+
+
+def closed_without_tokens(path: Path | None = None) -> bool:
+    """True when tokens were issued here and the operator has not reopened the host since: with
+    no token left, nobody is let in (loopback included)."""
+    path = path or tokens_path()
+    history = access_history(path)
+    if not history:
+        return path.exists()  # a tokens file from before the record was kept
+    return history[-1]["event"] == ISSUED
+
+
+def open_loopback(path: Path | None = None, by: str | None = None) -> dict:
+    """Let a loopback server answer without tokens again (the operator's explicit decision,
+    recorded with who and when); refused while any token exists. Returns the record's entry."""
+    path = path or tokens_path()
+    left = read_terminals(path)
+    if left:
+        raise AccessError(f"{len(left)} terminal token(s) still exist: revoke them first "
+                          "(`appliance terminal list` shows them)")
+    entry = {"at": _now(), "event": REOPENED, "by": by or operator_name()}
+    _record(path, entry)
+    return entry
 
 
 def revoke_terminal(name: str, path: Path | None = None) -> None:
@@ -160,9 +236,10 @@ def bearer_token(headers) -> str | None:
 
 class Gate:
     """The per-request decision both kinds of server make: ``allows(presented)`` returns the
-    terminal, ``LOOPBACK`` (no tokens issued, loopback), or None (refused); a damaged tokens
-    file raises ``AccessError``. ``model_keys`` checks what the model server is sent
-    (``token_digest`` of a token) instead of the token itself."""
+    terminal, ``LOOPBACK`` (loopback, no token left, and none issued since the host was last
+    open), or None (refused); a damaged tokens file or issue record raises ``AccessError``.
+    ``model_keys`` checks what the model server is sent (``token_digest`` of a token) instead
+    of the token itself."""
 
     LOOPBACK = Terminal(LOOPBACK_CLIENT, "", "", "")
 
@@ -176,17 +253,29 @@ class Gate:
         try:
             terminals = read_terminals(self.path)
         except AccessError as exc:
-            if str(exc) != self._last_fault:  # one line on the console per new fault, not per request
-                print(f"refusing every request: {exc}; fix or restore it (`appliance terminal list` checks it)",
-                      file=sys.stderr, flush=True)
-            self._last_fault = str(exc)
+            self._fault(exc)
             raise
-        self._last_fault = None
         if not terminals:
-            return self.LOOPBACK if self.open_without_tokens else None
+            if not self.open_without_tokens:
+                return None
+            try:
+                closed = closed_without_tokens(self.path)
+            except AccessError as exc:
+                self._fault(exc)
+                raise
+            self._last_fault = None
+            return None if closed else self.LOOPBACK
+        self._last_fault = None
         if not presented:
             return None
         return match(terminals, key_check(presented) if self.model_keys else token_check(presented))
+
+
+    def _fault(self, exc: AccessError) -> None:
+        if str(exc) != self._last_fault:  # one line on the console per new fault, not per request
+            print(f"refusing every request: {exc}; fix or restore it (`appliance terminal list` checks it)",
+                  file=sys.stderr, flush=True)
+        self._last_fault = str(exc)
 
 
 class TerminalAuth:
@@ -260,11 +349,18 @@ def is_loopback(host: str) -> bool:
 
 def http_policy(host: str, path: Path | None = None) -> TerminalAuth:
     """The auth a server bound to ``host`` runs with: terminal tokens, asked from the first one
-    on; a loopback server without tokens answers anyone on the machine until one is added; a
-    non-loopback address without tokens is refused (``AccessError``)."""
+    on; a loopback server on a host that never issued one (or was reopened) answers anyone on
+    the machine until one is added; without tokens, a non-loopback address, or a host whose
+    tokens were issued and all revoked, is refused (``AccessError``)."""
     path = path or tokens_path()
-    if not read_terminals(path) and not is_loopback(host):
+    if read_terminals(path):
+        pass
+    elif not is_loopback(host):
         raise AccessError(f"refusing to serve on {host} without terminal tokens: anyone on the network could read "
                           "and write the record. Add one per terminal with `appliance terminal add NAME --account "
                           "USER`, or serve on 127.0.0.1")
+    elif closed_without_tokens(path):
+        raise AccessError(f"refusing to serve on {host}: terminal tokens were issued on this host and none is left, "
+                          "so every request would be refused. Add one (`appliance terminal add NAME --account USER`) "
+                          "or reopen loopback without tokens (`appliance terminal open-loopback`)")
     return TerminalAuth(path, open_without_tokens=is_loopback(host))

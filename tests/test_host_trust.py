@@ -113,8 +113,10 @@ def test_a_token_added_while_the_host_runs_closes_it_to_everyone_without_one(hos
         assert host.post(tool, args, bearer=token + "x").status_code == 401
     assert host.rows("medication_requests") == before
     assert host.call("search_patient", {"name": "Maria Garcia"}, bearer=token)["total_matches"] == 1
-    access.revoke_terminal("late", host.tokens)  # the last token revoked: a loopback host is open again
-    assert host.post("search_patient", {"name": "Maria Garcia"}, bearer=token).status_code == 200
+    access.revoke_terminal("late", host.tokens)  # the last token revoked: the host stays closed
+    assert host.post("search_patient", {"name": "Maria Garcia"}, bearer=token).status_code == 401
+    access.open_loopback(host.tokens, by="the operator")  # until the operator reopens it
+    assert host.post("search_patient", {"name": "Maria Garcia"}).status_code == 200
 
 
 def test_an_address_off_loopback_refuses_everyone_once_its_last_token_is_revoked(tmp_path):

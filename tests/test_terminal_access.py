@@ -41,7 +41,7 @@ def test_the_gate_gives_the_tokens_terminal_and_refuses_revoked_or_unknown_token
     assert found is not None and (found.account, found.name) == ("aokafor", "desk-1")
     assert gate.allows(token + "x") is None and gate.allows(None) is None  # open only while no token exists
     access.revoke_terminal("desk-1", path)
-    assert gate.allows(token) is access.Gate.LOOPBACK  # at once, no restart: no token left, loopback
+    assert gate.allows(token) is None and gate.allows(None) is None  # at once, no restart; closed, not reopened
     with pytest.raises(access.AccessError, match="no terminal named"):
         access.revoke_terminal("desk-1", path)
 
@@ -81,6 +81,11 @@ def test_the_terminal_commands(tmp_path):
         return subprocess.run([sys.executable, "-m", "appliance.cli", "terminal", *argv], cwd=PROJECT_ROOT,
                               env=_env(tmp_path), capture_output=True, text=True, timeout=60)
 
+    nobody = cli("add", "desk-1", "--account", "aokafor", "--json")
+    assert nobody.returncode == 2 and "no clinician account 'aokafor'" in nobody.stderr and not nobody.stdout
+    assert subprocess.run([sys.executable, "-m", "appliance.cli", "user", "add", "aokafor"], cwd=PROJECT_ROOT,
+                          input="a long enough passphrase\n", env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=60).returncode == 0
     added = cli("add", "desk-1", "--account", "aokafor", "--json")
     assert added.returncode == 0, added.stderr
     token = json.loads(added.stdout)["token"]
