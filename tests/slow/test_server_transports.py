@@ -245,6 +245,9 @@ def test_a_token_added_while_the_server_runs_is_asked_for_from_the_next_request(
     ensure_ehr(db)
     write = {"patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
              "frequency": "twice daily", "notes": None, "approval": APPROVED}
+    assert subprocess.run([sys.executable, "-m", "appliance.cli", "user", "add", "x"], cwd=PROJECT,
+                          input="a long enough passphrase\n", env={**ENV, "APPLIANCE_HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60).returncode == 0  # a terminal writes as an account
     with _http_server("ehr", db, tmp_path) as (url, proc, log):
         asyncio.run(_wait_until_up(url, proc, log))
         status, _ = _post(url, "search_patient", {"name": "Maria Garcia"})
