@@ -4,6 +4,12 @@ Invariants:
 - The only place that turns a profile name into a loaded llama.cpp model, so every entry point
   (CLI, smoke, TUI, bench) verifies the file the same way; the models folders are resolved here
   (``common.locations``: installed models first, then the project's) and handed down to ``models``.
+- No model file is loaded unless it is its profile's model (``check_model_file``): its sha256
+  when one is known (pinned by the profile or the settings, or recorded by ``appliance model
+  install``; hashed once per file as it is, ``models.verify`` keeps the stamp), and always its
+  own GGUF metadata (architecture, parameter count, name: ``models.gguf_info``, a read of the
+  header and tensor table, not the weights). A demo file under a clinical profile is refused in
+  one line, whatever the paths or variables say.
 - llama.cpp and the MCP client are imported only when something is built, so importing this
   module stays cheap.
 """
@@ -60,6 +66,18 @@ def model_path(settings: Settings) -> Path:
     return model_files(settings).path
 
 
+def check_model_file(files: ModelFiles) -> None:
+    """``ModelFileError`` (one line) unless ``files.path`` is ``files.profile``'s model: see the
+    module docstring."""
+    from models.gguf_info import check_identity
+    from models.verify import verify_model_file
+
+    hint = ("`appliance model install PATH` places it, or set APPLIANCE_MODEL_PATH" if files.profile.operator_placed
+            else "Run ./build.sh (or `appliance init`) to assemble the default model.")
+    verify_model_file(files.path, files.sha256, hint=hint)
+    check_identity(files.path, files.profile)
+
+
 def load_model(settings: Settings) -> LanguageModel:
     """The model in this process, or the clinic host's when ``settings.model_server`` is set
     (its key: this terminal's ``APPLIANCE_MCP_TOKEN``; its certificate: ``APPLIANCE_MCP_CA``)."""
@@ -74,6 +92,7 @@ def load_model(settings: Settings) -> LanguageModel:
     from appliance.llm.llama import LlamaModel
 
     files = model_files(settings)
+    check_model_file(files)
     return LlamaModel(files.profile, files.path, sha256=files.sha256, n_threads=settings.n_threads,
                       models_dir=files.folder)
 

@@ -11,12 +11,21 @@ Invariants:
 - A file whose sha256 has no result is "not measured"; another file (another sha256) never
   inherits a result, whatever its profile or name.
 - Reading never raises for a damaged or missing result: it is "not measured".
+- A result is a verdict only when signed by this data home: ``save_result`` adds an
+  HMAC-SHA256 of the result's canonical JSON under a 32-byte key kept in ``keys/acceptance.key``
+  (0600, made at the first save), and every read checks it. A result written by hand, altered
+  after it was saved, or saved under another key (another data home, a key deleted and made
+  again) reads as "not accepted" with one line saying so, never as accepted. The key stops a
+  file edited or copied by hand; it does not stop someone who reads the key from the data home.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +34,54 @@ from common.locations import data_home, private_dir
 from models.verify import sha256_of
 
 NOT_MEASURED = "not measured (appliance model accept)"
+NOT_SIGNED = ("not accepted: the recorded result for this model file is not signed by this appliance (written by "
+              "hand or altered); run `appliance model accept` again")
 LINE_REASONS = 4  # reasons a status line names; a banner stays one line
+SIGNATURE = "signature"  # the result's field holding its HMAC-SHA256 (hex)
+KEY_BYTES = 32
 
 
 def acceptance_dir() -> Path:
     return data_home() / "acceptance"
+
+
+def key_path() -> Path:
+    return data_home() / "keys" / "acceptance.key"
+
+
+def _key(*, create: bool) -> bytes | None:
+    """The data home's signing key; made (0600) when ``create`` and missing; None when missing
+    or not a key."""
+    path = key_path()
+    if create and not path.exists():
+        private_dir(path.parent)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # made meanwhile by another process: use that one
+            pass
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(KEY_BYTES))
+                fh.flush()
+                os.fsync(fh.fileno())
+    try:
+        key = path.read_bytes()
+    except OSError:
+        return None
+    return key if len(key) == KEY_BYTES else None
+
+
+def _signature(key: bytes, result: dict) -> str:
+    body = {k: v for k, v in result.items() if k != SIGNATURE}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def signed(result: dict) -> bool:
+    """Whether ``result`` carries this data home's signature over exactly its content."""
+    key = _key(create=False)
+    mark = result.get(SIGNATURE)
+    return key is not None and isinstance(mark, str) and hmac.compare_digest(mark, _signature(key, result))
 
 
 def _write(path: Path, data: dict) -> None:
@@ -41,6 +93,11 @@ def _write(path: Path, data: dict) -> None:
 
 def save_result(result: dict) -> Path:
     """Record a finished run's result under its model's sha256."""
+    key = _key(create=True)
+    if key is None:
+        raise OSError(f"the acceptance signing key {key_path()} cannot be read")
+    result = json.loads(json.dumps(result))  # as it will read back, so the signature covers that
+    result[SIGNATURE] = _signature(key, result)
     path = acceptance_dir() / f"{result['model_sha256']}.json"
     _write(path, result)
     return path
@@ -116,5 +173,9 @@ def status_of(result: dict | None) -> Status:
 
 
 def status_for(sha256: str | None) -> Status:
-    """The status of the file with this sha256 (None: the file is unknown, so not measured)."""
-    return status_of(load_result(sha256))
+    """The status of the file with this sha256 (None: the file is unknown, so not measured); a
+    result without this data home's signature is not accepted (``NOT_SIGNED``)."""
+    result = load_result(sha256)
+    if result is not None and not signed(result):
+        return Status("not accepted", NOT_SIGNED)
+    return status_of(result)
