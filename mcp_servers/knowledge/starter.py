@@ -2,10 +2,15 @@
 articles and trials written or sampled for the appliance, marked ``demo``.
 
 Invariants:
+- The drug and interaction tables are every ``drugs*.json`` and ``interactions*.json`` file in
+  ``data/`` (``drug_files``, ``interaction_files``): ``drugs.json`` / ``interactions.json``
+  first, the others in name order. A generic name held by two drug files (or twice by one) is
+  an error naming both files, never a silent overwrite; an interaction naming a drug no drug
+  file holds is an error too.
 - Loading never overwrites an imported row (origin ``import``); starter rows no longer in the
   shipped files are deleted, imported rows are kept.
-- ``starter_hash`` covers the migration names and every shipped file, so ``ensure_database``
-  reloads exactly when either changes.
+- ``starter_hash`` covers the migration names and every shipped file (names and bytes), so
+  ``ensure_database`` reloads exactly when either changes, a file added or removed included.
 """
 
 from __future__ import annotations
@@ -20,45 +25,76 @@ from mcp_servers.knowledge.schema import MIGRATIONS
 from mcp_servers.knowledge.writes import origin_of, upsert_article, upsert_drug, upsert_interaction, upsert_trial
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-STARTER_FILES = ("drugs.json", "interactions.json", "articles.json", "trials_demo.json", "trials_ctgov_sample.json")
+TRIAL_FILES = ("trials_demo.json", "trials_ctgov_sample.json")
+DRUG_SOURCE = (
+    "Demo summary written for this appliance from the US FDA prescribing information ({label_basis}); "
+    "paraphrased, not the label text; marked for pharmacist review; verify against the current label."
+)
+INTERACTION_SOURCE = (
+    "Demo summary written for this appliance from the US FDA prescribing information of the drugs "
+    "involved; paraphrased; marked for pharmacist review; verify against current labeling."
+)
 
 
-def starter_hash() -> str:
+def _table_files(stem: str, data_dir: Path) -> tuple[str, ...]:
+    """``{stem}.json`` first, then every other ``{stem}*.json`` in name order."""
+    first = f"{stem}.json"
+    others = sorted(p.name for p in data_dir.glob(f"{stem}*.json") if p.name != first)
+    return ((first,) if (data_dir / first).is_file() else ()) + tuple(others)
+
+
+def drug_files(data_dir: Path = DATA_DIR) -> tuple[str, ...]:
+    """The shipped drug tables, in load order."""
+    return _table_files("drugs", data_dir)
+
+
+def interaction_files(data_dir: Path = DATA_DIR) -> tuple[str, ...]:
+    """The shipped interaction tables, in load order."""
+    return _table_files("interactions", data_dir)
+
+
+def starter_files(data_dir: Path = DATA_DIR) -> tuple[str, ...]:
+    """Every shipped file ``load_starter_content`` reads."""
+    return drug_files(data_dir) + interaction_files(data_dir) + ("articles.json",) + TRIAL_FILES
+
+
+def starter_hash(data_dir: Path = DATA_DIR) -> str:
     digest = hashlib.sha256(",".join(m.__name__ for m in MIGRATIONS).encode())
-    for name in STARTER_FILES:
+    for name in starter_files(data_dir):
         digest.update(name.encode())
-        digest.update((DATA_DIR / name).read_bytes())
+        digest.update((data_dir / name).read_bytes())
     return digest.hexdigest()
 
 
-def _load(name: str) -> dict:
-    return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+def _load(name: str, data_dir: Path = DATA_DIR) -> dict:
+    return json.loads((data_dir / name).read_text(encoding="utf-8"))
 
 
-def _starter_drugs() -> list[dict]:
-    data = _load("drugs.json")
-    drugs = []
-    for entry in data["drugs"]:
-        source = (
-            f"Demo summary written for this appliance from the US FDA prescribing information "
-            f"({entry['label_basis']}); paraphrased, not the label text; verify against the current label."
-        )
-        drugs.append({**entry, "source": source, "demo": True, "source_id": "demo"})
+def starter_drugs(data_dir: Path = DATA_DIR) -> list[dict]:
+    """Every shipped drug record with its provenance; raises ``ValueError`` for a generic name
+    held twice, naming both files."""
+    drugs: list[dict] = []
+    held_by: dict[str, str] = {}
+    for name in drug_files(data_dir):
+        for entry in _load(name, data_dir)["drugs"]:
+            generic = entry["generic_name"]
+            if generic in held_by:
+                raise ValueError(f"drug '{generic}' is in both {held_by[generic]} and {name}")
+            held_by[generic] = name
+            source = DRUG_SOURCE.format(label_basis=entry["label_basis"])
+            drugs.append({**entry, "source": source, "demo": True, "source_id": "demo"})
     return drugs
 
 
-def _starter_interactions() -> list[tuple[str, str, dict]]:
-    data = _load("interactions.json")
-    source = (
-        "Demo summary written for this appliance from the US FDA prescribing information of the drugs "
-        "involved; paraphrased; verify against current labeling."
-    )
+def starter_interactions(data_dir: Path = DATA_DIR) -> list[tuple[str, str, dict]]:
+    """Every shipped interaction pair (each entry expanded across its two groups)."""
     pairs = []
-    for entry in data["interactions"]:
-        for a in entry["a"]:
-            for b in entry["b"]:
-                fields = {k: entry[k] for k in ("severity", "mechanism", "management")}
-                pairs.append((a, b, {**fields, "source": source, "demo": True}))
+    for name in interaction_files(data_dir):
+        for entry in _load(name, data_dir)["interactions"]:
+            fields = {k: entry[k] for k in ("severity", "mechanism", "management")}
+            for a in entry["a"]:
+                for b in entry["b"]:
+                    pairs.append((a, b, {**fields, "source": INTERACTION_SOURCE, "demo": True}))
     return pairs
 
 
@@ -72,7 +108,7 @@ def _starter_articles() -> list[dict]:
 
 def _starter_trials() -> list[dict]:
     trials = []
-    for name in ("trials_demo.json", "trials_ctgov_sample.json"):
+    for name in TRIAL_FILES:
         data = _load(name)
         trials += [{**t, "source": data["source"], "demo": data["demo"]} for t in data["trials"]]
     return trials
@@ -81,7 +117,7 @@ def _starter_trials() -> list[dict]:
 def load_starter_content(db: sqlite_utils.Database) -> dict[str, int]:
     """Upsert the shipped records (never over imported rows) and drop stale starter rows."""
     counts = {"drugs": 0, "interactions": 0, "articles": 0, "trials": 0}
-    drugs = _starter_drugs()
+    drugs = starter_drugs()
     known = set()
     for drug in drugs:
         known.add(drug["generic_name"])
@@ -89,7 +125,7 @@ def load_starter_content(db: sqlite_utils.Database) -> dict[str, int]:
             upsert_drug(db, drug, "starter")
         counts["drugs"] += 1
     pairs = set()
-    for a, b, fields in _starter_interactions():
+    for a, b, fields in starter_interactions():
         missing = {a, b} - known
         if missing:
             raise ValueError(f"interaction names unknown drug(s): {sorted(missing)}")
