@@ -83,6 +83,21 @@ def accounts_db_path() -> Path:
     return data_home() / "accounts.sqlite"
 
 
+def export_key_path() -> Path:
+    """The record export's Ed25519 signing key (``ehr_db.signing``): private, made by ``appliance init``."""
+    return data_home() / "export-signing.key"
+
+
+def export_public_key_path() -> Path:
+    """The signing key's public half (PEM), which ``appliance ehr export-key`` hands on."""
+    return data_home() / "export-signing.pub"
+
+
+def export_cursor_path() -> Path:
+    """Where ``appliance ehr export --since-export`` keeps how far the last export reached."""
+    return data_home() / "export-cursor.json"
+
+
 def logs_dir() -> Path:
     return data_home() / "logs"
 

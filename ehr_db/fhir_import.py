@@ -70,6 +70,8 @@ VOLATILE_COLUMNS = {"updated_at"}
 
 
 @dataclass(frozen=True)
+# The sender's account of its writes (an appliance's export): reported, not stored.
+NOT_STORED = {"Provenance": "not stored (the sender's provenance)", "AuditEvent": "not stored (the sender's audit)"}
 class Skipped:
     resource_type: str
     resource_id: str | None
@@ -291,6 +293,8 @@ def _import(db: Database, bundle: dict, report: FhirImportReport, run: _Run) -> 
                 report.skipped.append(Skipped(rtype, resource["id"], str(why)))
                 continue
             for outcome in outcomes:
+        elif rtype in NOT_STORED:
+            report.skipped.append(Skipped(rtype, rid, NOT_STORED[rtype]))
                 getattr(report, outcome)[table] += 1
             index.imported[rtype].add(resource["id"])
 

@@ -40,7 +40,12 @@ NOTE_TYPES_BY_LOINC = {
 
 
 class Skip(Exception):
+    "34748-4": "telephone",
     """This resource is not imported; the message says why."""
+# An appliance's export (``fhir_export_resources``): a dosageInstruction extension holding the
+# dose and frequency exactly as written, and the label its synthetic demo patients carry.
+SIG_URL = "urn:clinical-appliance:fhir:sig"
+TEST_DATA_LABEL = {"system": "http://terminology.hl7.org/CodeSystem/v3-ActReason", "code": "HTEST"}
 
 
 Resolver = Callable[[Any, str], str | None]  # (reference object, target type) -> id or None
@@ -105,7 +110,7 @@ def patient_row(r: dict, resolve: Resolver) -> dict:
         "city": address.get("city"),
         "state": address.get("state"),
         "postal_code": address.get("postalCode"),
-        "source": "fhir",
+        "source": "demo" if _test_data(r) else "fhir",
     }
 
 
@@ -113,6 +118,21 @@ def encounter_row(r: dict, resolve: Resolver) -> dict:
     pid = subject_patient(r, resolve)
     period = r.get("period") or {}
     if not period.get("start"):
+def _test_data(r: dict) -> bool:
+    """Whether the resource is labelled test health data (HTEST), as exported demo patients are."""
+    labels = (r.get("meta") or {}).get("security") if isinstance(r.get("meta"), dict) else None
+    return any(isinstance(label, dict) and label.get("system") == TEST_DATA_LABEL["system"]
+               and label.get("code") == TEST_DATA_LABEL["code"] for label in labels or [])
+
+
+def _appliance_sig(dosage: dict) -> dict | None:
+    """The dose and frequency as an appliance wrote them (its export's ``SIG_URL``), or None."""
+    for ext in dosage.get("extension") or []:
+        if isinstance(ext, dict) and ext.get("url") == SIG_URL:
+            return {e.get("url"): e.get("valueString") for e in ext.get("extension") or [] if isinstance(e, dict)}
+    return None
+
+
         raise Skip("missing period start")
     klass = r.get("class")
     klass = _first(klass) if isinstance(klass, list) else klass
@@ -204,7 +224,8 @@ def medication_row(r: dict, resolve: Resolver, medications: dict[str, dict]) -> 
         raise Skip("missing authoredOn")
     dosage = _first(r.get("dosageInstruction")) or {}
     dose = _first(dosage.get("doseAndRate")) or {}
-    notes = [dosage.get("text")] + [n.get("text") for n in r.get("note") or []]
+    sig = _appliance_sig(dosage)  # the sig's own text is then not a note
+    notes = ([dosage.get("text")] if sig is None else []) + [n.get("text") for n in r.get("note") or []]
     status = r.get("status")
     return {
         "id": r["id"],
@@ -212,8 +233,8 @@ def medication_row(r: dict, resolve: Resolver, medications: dict[str, dict]) -> 
         "encounter_id": _encounter(r, resolve),
         "rxnorm_code": (_coding(concept, RXNORM_SYSTEM) or {}).get("code"),
         "medication_name": name,
-        "dosage": _quantity(dose.get("doseQuantity")),
-        "frequency": _frequency(dosage),
+        "dosage": _quantity(dose.get("doseQuantity")) if sig is None else sig.get("dose"),
+        "frequency": _frequency(dosage) if sig is None else sig.get("frequency"),
         "status": status if status in MEDICATION_STATUSES else "unknown",
         "intent": r.get("intent") or "order",
         "notes": " ".join(n for n in notes if n) or None,

@@ -1,4 +1,5 @@
-"""``appliance audit verify|show`` and ``appliance ehr backup|restore``: the record's custody.
+"""``appliance audit verify|show`` and ``appliance ehr backup|restore|export|export-key|verify-export``:
+the record's custody, and the record handed on.
 
 Invariants:
 - Exit codes follow ``appliance.cli``: 0 done, 1 the audit chain does not verify (a check
@@ -14,12 +15,15 @@ Invariants:
   against its copies (``ehr_db.custody``, ``ehr_db.heads``); ``ehr backup --verify`` checks a
   backup against its manifest without restoring; ``ehr import`` prints each change it would
   make to what clinicians rely on and stops (exit 2) unless ``--accept-changes``.
+- ``ehr export`` writes a new signed file (never overwrites; nothing on failure) and
+  ``ehr verify-export`` exits 1 with one line naming the first problem (``ehr_db.fhir_export``).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,6 +195,62 @@ def cmd_ehr_restore(args) -> int:
     return 0
 
 
+def cmd_ehr_export(args) -> int:
+    """``ehr export``: the signed FHIR R4 transaction Bundle of the appliance's writes (``ehr_db.fhir_export``)."""
+    from common.progress import ProgressBar
+    from ehr_db.fhir_export import export_bundle
+
+    bar = ProgressBar()
+    try:
+        with _edge():
+            report = export_bundle(locations.ehr_db_path(), Path(args.out), locations.export_key_path(),
+                                   locations.export_cursor_path(), since=args.since, since_export=args.since_export,
+                                   patient=args.patient.strip() if args.patient else None,
+                                   progress=lambda done, total: bar.show("exporting writes", done, total))
+    finally:
+        bar.close()
+    print_report(report, args.json)
+    return 0
+
+
+def cmd_ehr_export_key(args) -> int:
+    """``ehr export-key``: the public key a receiving site checks exports with (PEM on stdout, or --out)."""
+    from ehr_db import signing
+
+    path = locations.export_public_key_path()
+    if not path.exists():
+        raise RecordCommandError("there is no export signing key in the data home; run `appliance init` to make it")
+    with _edge():
+        key = signing.load_public(path)
+        pem = signing.public_pem(key).decode("ascii")
+        if args.out:
+            out = Path(args.out)
+            if out.exists():
+                raise RecordCommandError(f"{out} already exists; choose a new name")
+            out.write_text(pem, encoding="ascii")
+    found = {"algorithm": "Ed25519", "fingerprint": signing.fingerprint(key), "public_key_pem": pem,
+             "written_to": args.out}
+    if args.json:
+        print(json.dumps(found, indent=2))
+    elif args.out:
+        print(f"export public key written to {args.out} (Ed25519, fingerprint {found['fingerprint']})")
+    else:
+        print(pem, end="")
+        print(f"fingerprint (sha256 of the raw key): {found['fingerprint']}", file=sys.stderr)
+    return 0
+
+
+def cmd_ehr_verify_export(args) -> int:
+    """``ehr verify-export``: the file against its manifest and signature; exit 1 naming the problem."""
+    from ehr_db.fhir_export import verify_export
+
+    key = Path(args.key) if args.key else locations.export_public_key_path()
+    with _edge():
+        check = verify_export(Path(args.path), key)
+    print_report(check, args.json)
+    return 0 if check.ok else 1
+
+
 def cmd_import(args) -> int:
     from appliance.setup.importers import run_import
 
@@ -229,6 +289,25 @@ def register(tree: Tree) -> None:
     restore = ehr.command("restore", "replace the record with a checked backup (the old one is kept)", cmd_ehr_restore)
     restore.add_argument("path")
     options.json_output(restore, "print the restore's report as one JSON object")
+    export = ehr.command("export", "write what the appliance wrote (orders, allergies, notes, with provenance) as a "
+                                   "signed FHIR R4 transaction Bundle", cmd_ehr_export)
+    export.add_argument("out", metavar="OUT", help="a new file, or a folder to write ehr-export-<time>.json in")
+    window = export.add_mutually_exclusive_group()
+    window.add_argument("--since", metavar="DATE", help="only writes at or after DATE (YYYY-MM-DD or an ISO time; UTC)")
+    window.add_argument("--since-export", action="store_true",
+                        help="only writes after the last export of everything (the cursor in the data home)")
+    options.patient(export, "only this patient's writes (the cursor does not move)", metavar="ID")
+    options.json_output(export, "print the export's report as one JSON object")
+    export_key = ehr.command("export-key", "print the public key a receiving site checks exports with",
+                             cmd_ehr_export_key)
+    export_key.add_argument("--out", metavar="FILE", help="write the PEM to FILE instead of stdout")
+    options.json_output(export_key, "print the key, its fingerprint and algorithm as one JSON object")
+    verify_export = ehr.command("verify-export", "check an export against its manifest and signature; exit 1 "
+                                                 "naming the problem", cmd_ehr_verify_export)
+    verify_export.add_argument("path", metavar="FILE")
+    verify_export.add_argument("--key", metavar="PEM", help="the sending site's public key (default: this data "
+                                                            "home's own)")
+    options.json_output(verify_export, "print the check as one JSON object")
 
     audit = tree.group("audit", "the record's tamper-evident audit log")
     verify = audit.command("verify", "check the hash chain, every clinical row's digest and the copies of the chain "

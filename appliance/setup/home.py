@@ -9,6 +9,8 @@ Invariants:
   of the EHR's chain head (``ehr_db.heads``); init then says, one WARNING line each, when a
   copy shows the record older than it (rolled back) or rewritten. It never "repairs" that:
   the copies stay as evidence.
+- The record export's Ed25519 key pair is made once (``ehr_db.signing``) and kept; init never
+  replaces it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def init_home(progress: Callable[[str], None] = print, with_model: bool = True) 
                             "and run `appliance init`") from None
     for warning in _record_warnings():
         progress(f"  EHR: WARNING: {warning}")
+    _export_key(progress)
     tightened = locations.make_private(home)
     if tightened:
         progress(f"made {tightened} file(s) and folder(s) in the data home private (0600/0700)")
@@ -70,6 +73,19 @@ def _prepare_head_keepers() -> None:
         SessionStore(locations.sessions_db_path())
     except (AccountError, SessionStoreError) as exc:
         raise InitError(f"the accounts or sessions database cannot be prepared ({exc})") from None
+
+
+def _export_key(progress: Callable[[str], None]) -> None:
+    """The record export's signing key pair (``ehr_db.signing``): made once, never replaced."""
+    from ehr_db.errors import EhrError
+    from ehr_db.signing import ensure_key, fingerprint, load_public
+
+    try:
+        made = ensure_key(locations.export_key_path(), locations.export_public_key_path())
+        shown = fingerprint(load_public(locations.export_public_key_path()))
+    except (EhrError, OSError) as exc:
+        raise InitError(f"the export signing key cannot be made or read ({exc})") from None
+    progress(f"export signing key: {'made' if made else 'present'} (Ed25519, fingerprint {shown[:16]}...)")
 
 
 def _record_warnings() -> list[str]:
