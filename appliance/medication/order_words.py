@@ -152,6 +152,41 @@ MAX_RE = re.compile(
     rf"(?P<value>{NUMBER})\s*(?P<unit>{UNIT_WORDS})?(?P<perkg>\s*/\s*kg)?\s*(?:/|per|in|a|each|every)\s*"
     rf"(?:24\s*h(?:ours?|rs?)?|day|d\b|24-hour period)",
     re.IGNORECASE)
+# What an as-needed order is for: up to four words after the as-needed words ("prn pain",
+# "as needed for severe nausea"), ending before a maximum, a duration, a quantity or a number.
+INDICATION_STOP = frozenset("""max maximum not no up do for x dispense disp qty quantity refill refills with then and
+    until every q may can to or if daily nightly""".split())
+INDICATION_RE = re.compile(
+    r"(?<!\w)(?:p\.?r\.?n\.?|as needed|as required|when required|if needed|when needed|if required)"
+    r"\s*(?:for\s+)?(?P<words>[a-z][a-z\-']*(?:\s+[a-z][a-z\-']*){0,3})", re.IGNORECASE)
+# Quantity to dispense ("#30", "disp 30 tabs", "qty: 60") and refills ("2 refills", "RF x3",
+# "refills: 5", "no refills").
+QUANTITY_RE = re.compile(
+    rf"(?<![\w#])(?:#\s*|disp(?:ense)?\.?:?\s*(?:#\s*)?|qty\.?:?\s*|quantity:?\s*)(?P<n>{NUMBER})"
+    rf"(?:\s*(?P<unit>{_FORM_WORDS}|mL|ml)(?!\w))?", re.IGNORECASE)
+REFILL_COUNTS = {"no": 0, "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                  "eleven": 11, "twelve": 12}
+REFILLS_RE = re.compile(
+    rf"(?<!\w)(?:(?P<n>\d{{1,2}}|{_alternatives(REFILL_COUNTS)})\s+refills?"
+    r"|(?:refills?|rf)\s*(?::|x|×)?\s*(?P<n2>\d{1,2}))(?!\w)", re.IGNORECASE)
+# A dose written without a unit right after the drug ("augmentin 875 bid", "increase metformin
+# to 1000 bid"): read in the unit the drug is ordered in, milligrams unless listed here.
+BARE_DOSE_RE = re.compile(
+    rf"\s*(?:to\s+|at\s+)?(?P<n>{NUMBER})(?![\w.%/\-])"
+    r"(?!\s*(?:x\b|×|times|doses?\b|days?\b|d\b|weeks?\b|wks?\b|months?\b|hours?\b|hrs?\b|h\b|refills?\b|%))",
+    re.IGNORECASE)
+IMPLIED_UNITS = {"levothyroxine": "mcg", "liothyronine": "mcg", "fentanyl": "mcg", "cyanocobalamin": "mcg",
+                 "calcitriol": "mcg", "heparin": "unit", "cholecalciferol": "unit", "ergocalciferol": "unit",
+                 "vitamin d": "unit", "epoetin alfa": "unit", "insulin": "unit"}
+
+
+def implied_unit(generic: str | None) -> str:
+    """The unit a bare number after ``generic`` is in: "mg" unless the drug is dosed otherwise
+    (any insulin in units; levothyroxine in micrograms)."""
+    name = (generic or "").lower()
+    return IMPLIED_UNITS.get(name) or ("unit" if name.startswith("insulin") else "mg")
+
+
 DURATION_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                   "ten": 10, "fourteen": 14}
 DURATION_RE = re.compile(

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from appliance.medication import order_words as w
+from appliance.medication import sig_reading
 
 # Units as the parser writes them (normalised): mass units convert through ``MASS_MG``.
 MASS_MG = {"g": 1000.0, "mg": 1.0, "mcg": 0.001, "ng": 0.000001}
@@ -48,6 +49,7 @@ class Amount:
     parts: tuple[float, ...] = ()  # a combination strength "50/1000 mg": one value per ingredient
     per_ml: float | None = None  # a concentration "250 mg/5 mL": the volume the value is in
     span: tuple[int, int] = (0, 0)  # where ``text`` stands in ``Order.text``
+    implied: bool = False  # a bare number after the drug ("augmentin 875"): ``unit`` is the drug's usual one
 
     @property
     def mg(self) -> float | None:
@@ -76,6 +78,9 @@ class Order:
     duration_text: str | None  # "for 7 days", "x5d", "5/7"
     duration_days: float | None
     one_time: bool = False  # "once", "stat", "single dose", "now", "x1": per_day is 1
+    as_needed_for: str | None = None  # what an as-needed order is for, as written: "pain", "severe nausea"
+    quantity: Amount | None = None  # to dispense: "#30", "disp 60 tabs" (the number and its form)
+    refills: int | None = None  # "2 refills", "RF x3", "no refills" -> 0
 
     @property
     def dosage_text(self) -> str | None:
@@ -317,8 +322,23 @@ def _parse(text: str, drugs) -> Order:
             days = float(duration.group("n2")) * w.DURATION_DAYS[duration.group("per")]
         duration_days = days if math.isfinite(days) else None
         masked = _blank(masked, duration.span())
+    quantity = refills = None
+    found = sig_reading.quantity(masked)
+    if found is not None:
+        span, value, unit = found
+        quantity = Amount(head[span[0]:span[1]], value, None, unit, span=span)
+        masked = _blank(masked, span)
+    found = sig_reading.refills(masked)
+    if found is not None:
+        refills, span = found
+        masked = _blank(masked, span)
 
     strength, dose = _strength_and_dose(_amounts(head, masked), start)
+    if dose is None and strength is None and mention is not None:
+        bare = sig_reading.bare_dose(masked, mention.end, mention.generic)
+        if bare is not None:
+            span, value, unit = bare
+            dose = Amount(head[span[0]:span[1]], value, None, unit, span=span, implied=True)
     for amount in (dose, strength):
         if amount is not None:
             masked = _blank(masked, amount.span)
@@ -348,6 +368,9 @@ def _parse(text: str, drugs) -> Order:
         frequency_text=frequency_text,
         per_day=per_day,
         as_needed=bool(w.AS_NEEDED_RE.search(masked)),
+        as_needed_for=sig_reading.indication(head, masked),
+        quantity=quantity,
+        refills=refills,
         max_per_day=max_amount,
         duration_text=head[duration.start():duration.end()] if duration else None,
         duration_days=duration_days,
