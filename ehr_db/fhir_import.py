@@ -66,12 +66,12 @@ TABLES = {
     "DocumentReference": "document_references",
 }
 LOOKUP_ONLY = {"Medication"}
+# The sender's account of its writes (an appliance's export): reported, not stored.
+NOT_STORED = {"Provenance": "not stored (the sender's provenance)", "AuditEvent": "not stored (the sender's audit)"}
 VOLATILE_COLUMNS = {"updated_at"}
 
 
 @dataclass(frozen=True)
-# The sender's account of its writes (an appliance's export): reported, not stored.
-NOT_STORED = {"Provenance": "not stored (the sender's provenance)", "AuditEvent": "not stored (the sender's audit)"}
 class Skipped:
     resource_type: str
     resource_id: str | None
@@ -281,6 +281,8 @@ def _import(db: Database, bundle: dict, report: FhirImportReport, run: _Run) -> 
             pending[rtype].append(resource)
         elif rtype in LOOKUP_ONLY:
             report.skipped.append(Skipped(rtype, rid, "not stored (used to name medication orders)"))
+        elif rtype in NOT_STORED:
+            report.skipped.append(Skipped(rtype, rid, NOT_STORED[rtype]))
         else:
             report.skipped.append(Skipped(rtype, rid, "unsupported resource type"))
     medications = {k: v for k, v in index.resources.items() if v["resourceType"] == "Medication"}
@@ -293,8 +295,6 @@ def _import(db: Database, bundle: dict, report: FhirImportReport, run: _Run) -> 
                 report.skipped.append(Skipped(rtype, resource["id"], str(why)))
                 continue
             for outcome in outcomes:
-        elif rtype in NOT_STORED:
-            report.skipped.append(Skipped(rtype, rid, NOT_STORED[rtype]))
                 getattr(report, outcome)[table] += 1
             index.imported[rtype].add(resource["id"])
 

@@ -36,16 +36,16 @@ NOTE_TYPES_BY_LOINC = {
     "11488-4": "consult",
     "28570-0": "procedure",
     "18842-5": "discharge",
-}
-
-
-class Skip(Exception):
     "34748-4": "telephone",
-    """This resource is not imported; the message says why."""
+}
 # An appliance's export (``fhir_export_resources``): a dosageInstruction extension holding the
 # dose and frequency exactly as written, and the label its synthetic demo patients carry.
 SIG_URL = "urn:clinical-appliance:fhir:sig"
 TEST_DATA_LABEL = {"system": "http://terminology.hl7.org/CodeSystem/v3-ActReason", "code": "HTEST"}
+
+
+class Skip(Exception):
+    """This resource is not imported; the message says why."""
 
 
 Resolver = Callable[[Any, str], str | None]  # (reference object, target type) -> id or None
@@ -114,10 +114,6 @@ def patient_row(r: dict, resolve: Resolver) -> dict:
     }
 
 
-def encounter_row(r: dict, resolve: Resolver) -> dict:
-    pid = subject_patient(r, resolve)
-    period = r.get("period") or {}
-    if not period.get("start"):
 def _test_data(r: dict) -> bool:
     """Whether the resource is labelled test health data (HTEST), as exported demo patients are."""
     labels = (r.get("meta") or {}).get("security") if isinstance(r.get("meta"), dict) else None
@@ -133,6 +129,10 @@ def _appliance_sig(dosage: dict) -> dict | None:
     return None
 
 
+def encounter_row(r: dict, resolve: Resolver) -> dict:
+    pid = subject_patient(r, resolve)
+    period = r.get("period") or {}
+    if not period.get("start"):
         raise Skip("missing period start")
     klass = r.get("class")
     klass = _first(klass) if isinstance(klass, list) else klass
