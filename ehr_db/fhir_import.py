@@ -16,8 +16,12 @@ Invariants:
   each replaced (``ehr_db.custody``).
 - An import never quietly changes what clinicians rely on: when it would change a patient's
   identity, an active allergy or an active medication order (``import_checks.differences``),
-  it stops with ``ImportNeedsAcceptance`` listing each difference and writes nothing, unless
+  or a lab, vital sign or condition the safety gate reads (``gate_inputs``: a value changed in
+  place, a newer value that changes the latest, a pregnancy or kidney disease resolved), it
+  stops with ``ImportNeedsAcceptance`` listing each difference and writes nothing, unless
   ``accept_changes``; then the audit row keeps each accepted difference, before and after.
+- Observation values are stored in the record's unit for their code (``units``, through
+  ``fhir_mapping``), and the physiological limits apply to the converted value.
 - A file that cannot be read in full (unreadable, not UTF-8, truncated or otherwise not JSON,
   nested too deeply), that is not a supported Bundle, that holds one resource id twice, or
   that brings a value outside physiological limits (``import_checks.value_problem``) raises
@@ -39,7 +43,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, write_transaction
-from ehr_db import custody, heads, import_checks
+from ehr_db import custody, gate_inputs, heads, import_checks, units
 from ehr_db.errors import BundleError, ImportNeedsAcceptance
 from ehr_db.fhir_mapping import (
     Skip,
@@ -69,6 +73,7 @@ LOOKUP_ONLY = {"Medication"}
 # The sender's account of its writes (an appliance's export): reported, not stored.
 NOT_STORED = {"Provenance": "not stored (the sender's provenance)", "AuditEvent": "not stored (the sender's audit)"}
 VOLATILE_COLUMNS = {"updated_at"}
+GATE_TABLES = ("observations", "conditions")  # where the safety gate's chart facts live (gate_inputs)
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,7 @@ class _Run:
         self.changes = custody.RowChanges(db)
         self.differences: list[import_checks.Difference] = []
         self.written: set[tuple[str, str]] = set()
+        self.gate = gate_inputs.Guard()
 
 
 def _upsert(db: Database, table: str, row: dict, run: _Run) -> str:
@@ -221,7 +227,10 @@ def _upsert(db: Database, table: str, row: dict, run: _Run) -> str:
     existing = list(db.query(f"SELECT * FROM {table} WHERE id = ?", [row["id"]]))
     if not existing:
         if table == "patients":
+            run.gate.created.add(row["id"])
             row = {**row, "updated_at": now_iso()}
+        elif table in GATE_TABLES:
+            run.gate.touch(db, row.get("patient_id"))
         changes.before(table, row["id"])
         db[table].insert(row)
         changes.after(table, row["id"])
@@ -229,6 +238,8 @@ def _upsert(db: Database, table: str, row: dict, run: _Run) -> str:
     if all(existing[0].get(k) == v for k, v in row.items() if k not in VOLATILE_COLUMNS):
         return "unchanged"
     run.differences += import_checks.differences(table, existing[0], row)
+    if table in GATE_TABLES:
+        run.gate.touch(db, existing[0].get("patient_id"), row.get("patient_id"))
     if table == "patients":
         row = {**row, "updated_at": now_iso()}
     changes.before(table, row["id"])
@@ -248,6 +259,7 @@ def import_fhir_bundle(db_path: Path | str, bundle_path: Path | str, *, actor: s
         with write_transaction(db):
             run = _Run(db)
             _import(db, bundle, report, run)
+            run.differences += run.gate.differences(db)
             if run.differences and not accept_changes:
                 raise ImportNeedsAcceptance(report.source, run.differences)  # rolls the whole import back
             report.differences = run.differences
@@ -321,6 +333,11 @@ def _refuse_implausible(rtype: str, resource: dict, rows: list[dict]) -> None:
     where = f"{rtype} {resource['id']}"
     if rtype == "Observation":
         field = "valueQuantity.value" if not resource.get("component") else "component valueQuantity.value"
+        quantity = resource.get("valueQuantity") if not resource.get("component") else None
+        converted = (units.conversion(rows[0].get("loinc_code"), quantity.get("unit"), quantity.get("code"))
+                     if isinstance(quantity, dict) and rows else None)
+        if converted is not None:
+            field += f" (given in {converted.given}, converted to {converted.stored})"
         for row in rows:
             problems = [import_checks.value_problem(field, row.get("value_num"), row.get("loinc_code"), row.get("unit")),
                         import_checks.value_problem("referenceRange.low.value", row.get("ref_low")),

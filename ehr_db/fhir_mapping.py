@@ -7,6 +7,9 @@ Invariants:
   medications, LOINC for observations); other codings leave the code NULL and keep the text.
 - An Observation may yield several rows (a blood-pressure panel yields one per component);
   component rows get the id ``<observation id>-<component LOINC code>``.
+- An observation's value and reference range are stored in the record's unit for its LOINC
+  code: a value given in another unit with a standard conversion (HbA1c in mmol/mol, creatinine
+  in umol/L, weight in lb; ``units``) is converted before anything checks or stores it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common.patient_ids import is_patient_id
+from ehr_db import units
 from ehr_db.codes import (
     LOINC_SYSTEM,
     RXNORM_SYSTEM,
@@ -289,6 +293,26 @@ def _value(holder: dict) -> tuple[float | None, str | None, str | None]:
     return None, None, None
 
 
+def _in_record_unit(loinc: str | None, num: float | None, unit: str | None, code: str | None,
+                    low: dict, high: dict) -> tuple[float | None, str | None, Any, Any]:
+    """The value, its unit and the reference range's bounds in the record's unit (``units``); a
+    bound without a unit of its own is in the value's unit."""
+    found = units.conversion(loinc, unit, code) if num is not None else None
+    if found is None:
+        return num, unit, low.get("value"), high.get("value")
+
+    def bound(q: dict) -> Any:
+        value = q.get("value")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return value
+        own = units.conversion(loinc, q.get("unit"), q.get("code"))
+        if q.get("unit") or q.get("code"):
+            return own.convert(value) if own is not None else value
+        return found.convert(value)
+
+    return found.convert(num), found.stored, bound(low), bound(high)
+
+
 def observation_rows(r: dict, resolve: Resolver) -> list[dict]:
     categories = {c.get("code") for cat in r.get("category") or [] for c in cat.get("coding") or []}
     category = next((c for c in SUPPORTED_CATEGORIES if c in categories), None)
@@ -316,13 +340,16 @@ def observation_rows(r: dict, resolve: Resolver) -> list[dict]:
         display = _text(holder.get("code"))
         if (num is None and text is None) or not display:
             continue
+        loinc = (_coding(holder.get("code"), LOINC_SYSTEM) or {}).get("code")
         ref = _first(holder.get("referenceRange") or r.get("referenceRange")) or {}
-        low, high = (ref.get("low") or {}).get("value"), (ref.get("high") or {}).get("value")
+        low, high = ref.get("low") or {}, ref.get("high") or {}
+        quantity = holder.get("valueQuantity") or {}
+        num, unit, low, high = _in_record_unit(loinc, num, unit, quantity.get("code"), low, high)
         flag = interpretation_from_code((_coding(_first(holder.get("interpretation"))) or {}).get("code"))
         rows.append({
             "id": row_id,
             **base,
-            "loinc_code": (_coding(holder.get("code"), LOINC_SYSTEM) or {}).get("code"),
+            "loinc_code": loinc,
             "display": display,
             "value_num": num,
             "value_text": text,

@@ -8,8 +8,9 @@ Invariants:
   order changed in any of its drug, dose, frequency, status or patient. Anything else (a new
   row, a note, an observation, an allergy made more severe) is not a difference here.
 - ``value_problem`` refuses a number that is not finite, or outside the physiological limits of
-  its LOINC test (when the unit is the one the limits are in) or the generic bound; the
-  reason names the field and the limits, never the value.
+  its LOINC test (when the unit is the one the limits are in: the importer converts a value in
+  another unit first, ``units``) or the generic bound; the reason names the field and the
+  limits, never the value.
 """
 
 from __future__ import annotations
@@ -97,21 +98,32 @@ MG_DL = _units("mg/dL")
 MMOL_L = _units("mmol/L", "meq/L")
 PER_UL = _units("10^3/uL", "10*3/uL", "10*3/ul", "K/uL")
 MMHG = _units("mmHg", "mm[Hg]")
+EGFR_UNITS = _units("mL/min/1.73m2", "mL/min/{1.73_m2}", "mL/min")
 PER_MIN = _units("/min", "beats/min", "breaths/min", "{beats}/min", "{breaths}/min", "bpm")
 # LOINC -> (low, high, units the limits are in). Generous: a value outside is not a human one.
 LIMITS: dict[str, tuple[float, float, frozenset[str]]] = {
     "4548-4": (2.0, 25.0, PERCENT),  # HbA1c
+    "17856-6": (2.0, 25.0, PERCENT),  # HbA1c (HPLC)
+    "4549-2": (2.0, 25.0, PERCENT),  # HbA1c (electrophoresis)
+    "59261-8": (0.0, 250.0, _units("mmol/mol")),  # HbA1c (IFCC)
     "2345-7": (5.0, 3000.0, MG_DL),  # glucose
+    "2339-0": (5.0, 3000.0, MG_DL),  # glucose, blood
     "2160-0": (0.05, 40.0, MG_DL),  # creatinine
-    "33914-3": (0.0, 250.0, _units("mL/min/1.73m2", "mL/min/{1.73_m2}", "mL/min")),  # eGFR
+    "38483-4": (0.05, 40.0, MG_DL),  # creatinine, blood
+    "14682-9": (4.0, 3600.0, _units("umol/L", "µmol/L")),  # creatinine, molar
+    **{code: (0.0, 250.0, EGFR_UNITS) for code in ("33914-3", "48642-3", "48643-1", "62238-1", "88293-6",
+                                                   "88294-4", "98979-8")},  # eGFR
     "3094-0": (0.5, 300.0, MG_DL),  # BUN
     "2823-3": (0.5, 15.0, MMOL_L),  # potassium
+    "6298-4": (0.5, 15.0, MMOL_L),  # potassium, blood
     "2951-2": (80.0, 220.0, MMOL_L),  # sodium
     "17861-6": (1.0, 25.0, MG_DL),  # calcium
     "718-7": (0.5, 30.0, _units("g/dL")),  # hemoglobin
     "6690-2": (0.0, 1000.0, PER_UL),  # WBC
     "777-3": (0.0, 5000.0, PER_UL),  # platelets
-    "6301-6": (0.3, 25.0, _units("", "{INR}", "INR", "ratio")),  # INR
+    **{code: (0.3, 25.0, _units("", "{INR}", "INR", "ratio")) for code in ("6301-6", "34714-6", "46418-0")},  # INR
+    "8634-8": (100.0, 1000.0, _units("ms")),  # QT interval
+    "8636-3": (100.0, 1000.0, _units("ms")),  # QTc interval
     "2093-3": (10.0, 3000.0, MG_DL),  # total cholesterol
     "8480-6": (20.0, 350.0, MMHG),  # systolic
     "8462-4": (10.0, 250.0, MMHG),  # diastolic
@@ -120,6 +132,7 @@ LIMITS: dict[str, tuple[float, float, frozenset[str]]] = {
     "8310-5": (20.0, 46.0, _units("Cel", "°C", "C", "degC")),  # body temperature
     "59408-5": (10.0, 100.0, PERCENT),  # SpO2
     "29463-7": (0.2, 700.0, _units("kg")),  # body weight
+    "3141-9": (0.2, 700.0, _units("kg")),  # body weight, measured
     "8302-2": (20.0, 275.0, _units("cm")),  # body height
     "39156-5": (5.0, 250.0, _units("kg/m2")),  # BMI
 }
