@@ -37,11 +37,13 @@ class BundleError(EhrError):
 
 
 class ImportNeedsAcceptance(BundleError):
-    """An import would change what clinicians rely on (identity, allergies, active medications);
+    """An import would change what clinicians rely on (identity, allergies, active medications,
+    the safety gate's labs and conditions);
     nothing was written. ``differences`` lists each change (``ehr_db.import_checks``)."""
 
     def __init__(self, source: str, differences: list):
         super().__init__(f"importing {source} would change {len(differences)} thing(s) clinicians rely on "
-                         "(a patient's identity, an allergy, an active medication); nothing was imported. Check "
+                         "(a patient's identity, an allergy, an active medication, a lab or condition the safety "
+                         "gate reads); nothing was imported. Check "
                          "the differences, then run again with --accept-changes to apply them")
         self.differences = differences
