@@ -27,6 +27,9 @@ CKD_SNOMED: dict[str, int | None] = {"709044004": None, "433144002": 30, "431857
 # eGFR LOINC codes: MDRD (33914-3, 48642-3, 48643-1), CKD-EPI (62238-1, 88293-6, 88294-4),
 # CKD-EPI 2021 race-free (98979-8).
 EGFR_LOINC = frozenset({"33914-3", "48642-3", "48643-1", "62238-1", "88293-6", "88294-4", "98979-8"})
+# Body weight LOINC codes (measured, stated, with clothes); the unit converts to kg.
+WEIGHT_LOINC = frozenset({"29463-7", "3141-9", "3142-7", "8350-1", "8351-9"})
+WEIGHT_UNIT_KG = {"kg": 1.0, "g": 0.001, "lb": 0.45359237, "lbs": 0.45359237, "[lb_av]": 0.45359237}
 SEVERE_REACTION = re.compile(
     r"anaphyla|angioedema|angio-oedema|bronchospasm|stevens|johnson|\bsjs\b|toxic epidermal|\bdress\b|"
     r"throat swelling|airway|hypotension|wheez", re.IGNORECASE)
@@ -161,6 +164,29 @@ def _number(value: Any) -> float | None:
     return number - 0.1 if found.group(1) == "<" else number
 
 
+@dataclass(frozen=True)
+class Weight:
+    kg: float
+    row: dict[str, Any]  # the chart's vital-signs row, kept as evidence
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        return {k: self.row.get(k) for k in ("display", "loinc_code", "value", "unit", "effective_at")}
+
+
+def body_weight(chart: dict) -> Weight | None:
+    """The latest body weight on the chart (vitals, else labs) in kg, or None when none is
+    charted or its unit is not a mass code can convert (a weight is never guessed)."""
+    rows = [r for r in _rows(chart, "vitals") + _rows(chart, "labs")
+            if str(r.get("loinc_code") or "") in WEIGHT_LOINC or re.fullmatch(r"(body )?weight", fold(r.get("display")))]
+    for row in sorted(rows, key=lambda r: str(r.get("effective_at") or ""), reverse=True):
+        value = _number(row.get("value"))
+        factor = WEIGHT_UNIT_KG.get(str(row.get("unit") or "kg").strip().lower())
+        if value is not None and factor is not None and 0 < value * factor < 700:
+            return Weight(value * factor, row)
+    return None
+
+
 def renal_status(chart: dict) -> RenalStatus:
     egfr_rows = [
         r for r in _rows(chart, "labs")
@@ -177,7 +203,8 @@ def renal_status(chart: dict) -> RenalStatus:
 
 
 __all__ = [
-    "ACTIVE_MEDICATION_STATUSES", "CKD_SNOMED", "EGFR_LOINC", "PREGNANCY_SNOMED", "ChartMedication", "RenalStatus",
-    "active_medications", "allergies", "allergy_evidence", "allergy_is_severe", "patient_age", "pregnancy_problem",
+    "ACTIVE_MEDICATION_STATUSES", "CKD_SNOMED", "EGFR_LOINC", "PREGNANCY_SNOMED", "WEIGHT_LOINC", "ChartMedication",
+    "RenalStatus", "Weight", "active_medications", "allergies", "allergy_evidence", "allergy_is_severe", "body_weight",
+    "patient_age", "pregnancy_problem",
     "renal_status",
 ]

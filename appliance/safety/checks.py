@@ -31,8 +31,8 @@ from appliance.safety.classes import (
 from appliance.safety.ingredients import ingredients_of
 from appliance.safety.report import SEVERITIES, Finding
 from appliance.safety.rules import (
-    BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC, PAEDIATRIC_AGE, PAEDIATRIC_NOTE, PREGNANCY, RENAL,
-    RENAL_EXEMPT, RENAL_NEEDS_EGFR,
+    AFTER_TONSILLECTOMY, AFTER_TONSILLECTOMY_AGE, BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC, PAEDIATRIC_AGE,
+    PAEDIATRIC_NOTE, PREGNANCY, RENAL, RENAL_EXEMPT, RENAL_NEEDS_EGFR,
 )
 from mcp_servers.knowledge.names import lookup_keys
 
@@ -325,6 +325,16 @@ def renal_findings(drug: Prescribed, chart: dict) -> list[Finding]:
     return _one("renal", drug, parts, status.describe(), status.evidence())
 
 
+_TONSILLECTOMY = re.compile(r"tonsillectom|adenoidectom|adenotonsillectom", re.I)
+
+
+def _tonsillectomy(chart: dict) -> bool:
+    """A tonsillectomy or adenoidectomy named on the problem list or in a recent note."""
+    rows = [r for key in ("active_problems", "recent_notes") for r in (chart.get(key) or []) if isinstance(r, dict)]
+    return any(_TONSILLECTOMY.search(" ".join(str(r.get(k) or "") for k in ("display", "title", "text")))
+               for r in rows)
+
+
 def age_findings(drug: Prescribed, chart: dict) -> list[Finding]:
     age = charts.patient_age(chart)
     if age is None:
@@ -333,7 +343,11 @@ def age_findings(drug: Prescribed, chart: dict) -> list[Finding]:
     if age < PAEDIATRIC_AGE:
         for key in sorted(drug.keys):
             if key in PAEDIATRIC and age < PAEDIATRIC[key][0]:
-                parts.append((PAEDIATRIC[key][1], PAEDIATRIC[key][2], CURATED))
+                _, severity, text, source = PAEDIATRIC[key]
+                parts.append((severity, f"{text} (source: {source})", CURATED))
+            if key in AFTER_TONSILLECTOMY and age < AFTER_TONSILLECTOMY_AGE and _tonsillectomy(chart):
+                severity, text, source = AFTER_TONSILLECTOMY[key]
+                parts.append((severity, f"{text} (source: {source})", CURATED))
         parts.append((MODERATE, PAEDIATRIC_NOTE, CURATED))
     else:
         if age >= OLDER_ADULT_AGE:

@@ -217,7 +217,10 @@ OTHER_INGREDIENTS = frozenset(
     "isotretinoin,valproate,mycophenolate,misoprostol,leflunomide,thalidomide,finasteride,testosterone,lithium,"
     "dofetilide,fluconazole,pregabalin,nitrofurantoin,sitagliptin,promethazine,diphenhydramine,hydroxyzine,"
     "chlorpheniramine,zolpidem,eszopiclone,amitriptyline,imipramine,cyclobenzaprine,methocarbamol,carisoprodol,"
-    "nifedipine,doxazosin,prazosin,terazosin,clonidine,metoclopramide,megestrol,oxybutynin".split(","))
+    "nifedipine,doxazosin,prazosin,terazosin,clonidine,metoclopramide,megestrol,oxybutynin,bismuth subsalicylate,"
+    "loperamide,benzocaine,metronidazole,tinidazole,miconazole,voriconazole,itraconazole,ketoconazole,posaconazole,"
+    "sildenafil,tadalafil,vardenafil,isosorbide mononitrate,isosorbide dinitrate,tizanidine,azathioprine,"
+    "mercaptopurine".split(","))
 
 # ingredient -> class ids
 INGREDIENT_CLASSES: dict[str, frozenset[str]] = {}

@@ -36,7 +36,9 @@ from appliance.medication import order_words
 from appliance.medication.orders import Order
 from appliance.safety.chart import ChartMedication
 from appliance.safety.classes import HIGH, MODERATE, fold
+from appliance.safety.combinations import by_convention
 from appliance.safety.report import Finding
+from appliance.safety.weight import Patient, check_part
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "dose_limits.tsv"
 COLUMNS = ("ingredient", "route", "max_single_mg", "max_daily_mg", "usual_single_mg", "schedule", "source")
@@ -46,6 +48,7 @@ ROUTES = tuple(dict.fromkeys(name for _, name in order_words.ROUTES))  # as the 
 LOCAL_ROUTES = frozenset({"topical", "transdermal", "inhaled", "intranasal", "vaginal", "ophthalmic", "otic"})
 WEEKLY_MAX_PER_DAY = 2 / 7  # a weekly drug ordered more often than twice a week is on a daily regimen
 TENFOLD = 10  # a dose this many times the usual one reads as a likely decimal-point error
+UNIT_SLIP = 100  # a dose below the usual one over this reads as a unit slip (0.25 mcg of digoxin)
 SOURCE = "curated dose table (appliance/safety/data/dose_limits.tsv)"
 NOT_CHECKED = "dose not checked: "
 
@@ -240,8 +243,10 @@ def _unread(order: Order, ingredient: str, what: str | None = None) -> str:
 
 
 def _check(ingredient: str, order: Order, chart_orders: list[tuple[ChartMedication, Order]],
-           route: str | None) -> tuple[Finding | None, bool]:
-    """One ingredient's finding (or None) and whether every limit that applies was compared."""
+           route: str | None, scale: float = 1.0) -> tuple[Finding | None, bool]:
+    """One ingredient's finding (or None) and whether every limit that applies was compared.
+    ``scale`` (at most 1: a child's weight over an adult's) lowers the usual dose a far-too-small
+    dose is compared with."""
     where = route or order.route
     limit, note = limit_for(ingredient, where)
     ordered = {"text": order.text, "dose": order.dosage_text, "frequency": order.frequency_text,
@@ -272,6 +277,9 @@ def _check(ingredient: str, order: Order, chart_orders: list[tuple[ChartMedicati
                    "a likely 10x error" if per_dose >= TENFOLD * limit.usual_single_mg else "")
         highs.append(f"{ingredient} {_mg(per_dose)} per dose is above the maximum single dose of "
                      f"{_mg(limit.max_single_mg)}{tenfold} {cite}")
+    elif per_dose < limit.usual_single_mg * scale / UNIT_SLIP:
+        highs.append(f"{ingredient} {_mg(per_dose)} per dose is far below any usual dose (usual "
+                     f"{_mg(limit.usual_single_mg)}): a likely unit slip (mcg for mg?) {cite}")
 
     # The total over the row's period, with the chart: a week for a weekly drug taken weekly.
     week = limit.weekly and not on_daily
@@ -313,17 +321,26 @@ def _check(ingredient: str, order: Order, chart_orders: list[tuple[ChartMedicati
     return None, True
 
 
+def order_parts(order: Order, ingredients: frozenset[str]) -> tuple[list[str], dict[str, Order] | None]:
+    """(the ingredients, one order per ingredient or None when the amount is not written per
+    ingredient): a single ingredient's order as it is; a combination split as its name lists the
+    parts, else by the product's convention (``combinations.by_convention``)."""
+    names = sorted(_names(ingredients, order))
+    if len(names) == 1:
+        return names, {names[0]: order}
+    return names, (split_combination(order, names) or by_convention(order, names)) if names else None
+
+
 def dose_findings(order: Order | None, ingredients: frozenset[str],
-                  chart_orders: list[tuple[ChartMedication, Order]], *, route: str | None = None
-                  ) -> tuple[list[Finding], bool]:
+                  chart_orders: list[tuple[ChartMedication, Order]], *, route: str | None = None,
+                  patient: Patient | None = None) -> tuple[list[Finding], bool]:
     """Dose findings for one prescription: ``order`` as parsed, the drug's ``ingredients``, and
     the patient's active medications each with its parsed order. ``route`` (when the caller
     knows it, e.g. the prescribing tool's argument) wins over the order's. Returns the findings
     and whether every ingredient's dose was compared with the table (see the module docstring)."""
     if order is None:
         return [], False
-    names = sorted(_names(ingredients, order))
-    parts = {names[0]: order} if len(names) == 1 else split_combination(order, names) if names else None
+    names, parts = order_parts(order, ingredients)
     if parts is None:
         product = order.generic or order.drug_text or "the drug"
         why = (f"{product} is a combination ({', '.join(names)}) and the order's amount is not written per "
@@ -332,7 +349,11 @@ def dose_findings(order: Order | None, ingredients: frozenset[str],
                         SOURCE)], False
     findings, checked = [], True
     for name, part in parts.items():
-        finding, complete = _check(name, part, chart_orders, route)
+        if patient is None:
+            finding, complete = _check(name, part, chart_orders, route)
+        else:  # by weight where it applies, with the adult limits as the absolute ones
+            finding, complete = check_part(name, part, patient,
+                                           lambda o, scale, n=name: _check(n, o, chart_orders, route, scale), route)
         findings += [finding] if finding else []
         checked = checked and complete
     return findings, checked

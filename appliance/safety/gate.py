@@ -3,8 +3,9 @@
 Runs before a prescription reaches the approval dialog, the line session's prompt, or a
 headless run. Code checks the chart against the drug: allergies (ingredient, class and name;
 class cross-reactivity), interactions with every active medication (the local interaction data,
-then curated class-level rules for pairs it could not judge), duplicate therapy, and pregnancy,
-renal function and age against the drug's safety data and the curated tables.
+and the curated class-level rules beside it: the more severe leads), duplicate therapy, pregnancy,
+renal function and age against the drug's safety data and the curated tables, and the dose as
+written: the adult table, the per-kg table with the charted weight, opioid and course rules.
 
 Names are resolved to ingredients once (``ingredients.ingredients_of``: curated tables, brands,
 fixed-dose combinations, salts and spellings, the UMLS subset's synonyms), for the prescribed
@@ -13,7 +14,7 @@ drug, the chart's medications and its allergens alike; every ingredient goes thr
 Invariants:
 - Pure over its inputs apart from the ``knowledge`` calls: one ``drug_safety`` call plus one per
   ingredient the answer for the whole name does not cover (at most four; more are reported as
-  unchecked), at most one ``drug_synonym`` call (only for a name nothing else resolves), and one
+  unchecked), or per ingredient of a combination it knows as a whole (at most four), at most one ``drug_synonym`` call (only for a name nothing else resolves), and one
   ``interactions`` call per five looked-up names per generic the data knows (a medication the
   data does not know by name is looked up again by its ingredients).
 - A drug the local data does not know, or knows only some ingredients of, is reported as such
@@ -27,6 +28,8 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from appliance.safety import chart as charts
 from appliance.safety.chart import ChartMedication
 from appliance.safety.checks import (
@@ -35,17 +38,23 @@ from appliance.safety.checks import (
 )
 from appliance.safety.classes import HIGH, INFO, LOW, MODERATE, classes_of, fold
 from appliance.medication.orders import parse_order
-from appliance.safety.doses import dose_findings
+from appliance.safety.doses import dose_findings, order_parts
 from appliance.safety.ingredients import default_resolver, ingredients_of
 from appliance.safety.knowledge import (
     MAX_INTERACTION_NAMES, MAX_NAME, AmbiguousDrug, KnowledgeLookup, KnowledgeUnavailable,
 )
-from appliance.safety.report import CHECKS, UNKNOWN_DRUG_TEXT, Finding, SafetyReport, sort_findings
+from appliance.safety.regimen import regimen_findings
+from appliance.safety.report import CHECKS, SEVERITIES, UNKNOWN_DRUG_TEXT, Finding, SafetyReport, sort_findings
+from appliance.safety.weight import Patient, per_kg_unit, to_mg
 
 # The interaction data's severities on the gate's scale.
 INTERACTION_SEVERITY = {"contraindicated": HIGH, "major": HIGH, "moderate": MODERATE, "minor": LOW}
 MEDS_PER_CALL = MAX_INTERACTION_NAMES - 1
 MAX_INGREDIENT_LOOKUPS = 4  # a combination product's ingredients looked up one by one
+# Ingredients given only inside a product with their partner, with no label of their own
+# (beta-lactamase and dehydropeptidase inhibitors): the partner's data covers the product.
+COMPANIONS = {"clavulanate": "amoxicillin", "tazobactam": "piperacillin", "sulbactam": "ampicillin",
+              "avibactam": "ceftazidime", "vaborbactam": "meropenem", "relebactam": "imipenem", "cilastatin": "imipenem"}
 # Chart-based checks whose input may be missing, with the words a finding uses for them.
 CHART_CHECKS = (("allergies", "allergies"), ("duplicates", "medications"), ("pregnancy", "problems"),
                 ("age", "age"))
@@ -83,8 +92,15 @@ def _identify(name: str, knowledge: KnowledgeLookup) -> tuple[Prescribed, list[F
     covered: set[str] = set()
     if safety is not None:
         safeties.append(safety)
-        covered = set(ingredients_of(safety["drug"])) | {fold(safety["drug"])}
-        ingredients |= ingredients_of(safety["drug"]) or {fold(safety["drug"])}
+        whole = set(ingredients_of(safety["drug"]))
+        covered = whole | {fold(safety["drug"])}
+        ingredients |= whole or {fold(safety["drug"])}
+        # A combination the data knows as a whole: its ingredients' own entries too, for their
+        # interaction rows (the data's rows name single drugs); one it lacks stays covered by the whole.
+        for ingredient in sorted(whole)[:MAX_INGREDIENT_LOOKUPS] if len(whole) > 1 else ():
+            part, _ = _safety(ingredient, knowledge)
+            if part is not None and part["drug"] not in {s["drug"] for s in safeties}:
+                safeties.append(part)
     todo = sorted(ingredients - covered - ({fold(name)} if safety is None else set()))
     unknown, problems = todo[MAX_INGREDIENT_LOOKUPS:], []
     for ingredient in todo[:MAX_INGREDIENT_LOOKUPS]:
@@ -98,21 +114,27 @@ def _identify(name: str, knowledge: KnowledgeLookup) -> tuple[Prescribed, list[F
             ingredients.add(part["drug"])
     if safety is None:
         unknown += sorted(ingredients & {fold(name)})
+    checked_generics = {s["drug"] for s in safeties}
+    riders = sorted(u for u in unknown if COMPANIONS.get(u) in checked_generics)
+    unknown = [u for u in unknown if u not in riders]
     found = frozenset(ingredients)
-    unchecked = found if problems or not safeties else frozenset(unknown)
+    unchecked = found if problems or not safeties else frozenset(unknown) | frozenset(riders)
     drug = Prescribed(name, tuple(safeties), found, classes_of(found), safety is not None and not unknown, unchecked)
     if problems:
         return drug, problems[:1]
     if not safeties:
         return drug, [_unknown(drug)]
     checked = ", ".join(s["drug"] for s in safeties)
+    notes = [Finding("unknown_drug", INFO, f"{rider} in '{name}' is checked with {COMPANIONS[rider]}: it is given only "
+                     f"with it and has no label of its own; its dose against the dose table, allergy by class",
+                     {"ingredient": rider, "with": COMPANIONS[rider]}, DATA) for rider in riders]
     if unknown:
         text = f"{', '.join(sorted(unknown))} in '{name}' {UNKNOWN_DRUG_TEXT} (only {checked} was checked against it)"
-        return drug, [Finding("unknown_drug", MODERATE, text, {"ingredients": sorted(found)}, DATA)]
+        return drug, [Finding("unknown_drug", MODERATE, text, {"ingredients": sorted(found)}, DATA), *notes]
     if safety is None:  # every ingredient known, the name as a whole not: said, nothing left unchecked
         text = f"'{name}' is not in the local drug data as a whole; checked as {checked}"
-        return drug, [Finding("unknown_drug", INFO, text, {"ingredients": sorted(found)}, DATA)]
-    return drug, []
+        return drug, [Finding("unknown_drug", INFO, text, {"ingredients": sorted(found)}, DATA), *notes]
+    return drug, notes
 
 
 def _unknown(drug: Prescribed) -> Finding:
@@ -225,24 +247,57 @@ def _data_interactions(drug: Prescribed, meds: list[ChartMedication], knowledge:
     return findings, updated, judged, not failed and not unrecognised
 
 
-def _dose(name: str, dosage: str | None, frequency: str | None, ingredients: frozenset[str],
-          meds: list[ChartMedication]) -> tuple[list[Finding], bool]:
-    """The dose checks (``doses.dose_findings``) of the order as written, against the chart's
-    active medications read by the same parser; ([], False) when no dosage was given."""
-    if not dosage:
+def _dose(name: str, written: tuple[str | None, ...], ingredients: frozenset[str], chart: dict
+          ) -> tuple[list[Finding], bool]:
+    """The dose checks of the order as written (``written``: dosage, frequency, notes): the dose
+    table and the per-kg table with the charted weight (``doses.dose_findings``), then opioid and
+    course rules (``regimen``), against the chart's active medications read by the same parser;
+    ([], False) when no dosage was given."""
+    if not written[0]:
         return [], False
     drugs = default_resolver().recogniser
-    order = parse_order(" ".join(p for p in (name, dosage, frequency) if p), drugs)
+    order = parse_order(" ".join(p for p in (name, *written) if p), drugs)
     charted = [(m, parse_order(" ".join(str(m.row.get(k) or "") for k in ("medication_name", "dosage", "frequency")),
-                               drugs)) for m in meds]
-    return dose_findings(order, ingredients, charted)
+                               drugs)) for m in charts.active_medications(chart)]
+    patient = Patient(charts.patient_age(chart), charts.body_weight(chart))
+    findings, checked = dose_findings(order, ingredients, charted, patient=patient)
+    _, parts = order_parts(order, ingredients)
+    in_mg = {}
+    for ingredient, part in (parts or {}).items():
+        if per_kg_unit(part.dose) is None:
+            in_mg[ingredient] = part
+        elif patient.weight is not None and (converted := to_mg(part, patient.weight.kg)) is not None:
+            in_mg[ingredient] = converted
+    return findings + regimen_findings(in_mg, charted), checked
+
+
+def _with_class_rules(findings: list[Finding], curated: list[Finding]) -> list[Finding]:
+    """The curated class rules' interactions beside the data's, one per medication: a pair the
+    data judged without a row still gets the rule (the data may lack the row: metronidazole with
+    warfarin); where both speak the more severe leads (the data's words at equal severity), the
+    other kept in its evidence."""
+    def med(f: Finding) -> str:
+        return str((f.evidence.get("medication") or {}).get("medication_name") or "")
+
+    out = list(findings)
+    for rule in curated:
+        data = [f for f in out if f.kind == "interaction" and med(f) == med(rule)]
+        if not data:
+            out.append(rule)
+            continue
+        top = min(data, key=lambda f: SEVERITIES.index(f.severity))
+        if SEVERITIES.index(rule.severity) < SEVERITIES.index(top.severity):
+            out[out.index(top)] = replace(rule, evidence={**rule.evidence, "data": top.text},
+                                          source=f"{rule.source} + {top.source}")
+    return out
 
 
 def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup, *, dosage: str | None = None,
-                       frequency: str | None = None) -> SafetyReport:
+                       frequency: str | None = None, notes: str | None = None) -> SafetyReport:
     """Check one prescription against a chart (``get_patient_chart``'s result); see the module
     docstring. ``drug`` is the medication name as prescribed; ``dosage`` and ``frequency`` as
-    written (prescribe_medication's arguments) add the dose checks."""
+    written (prescribe_medication's arguments) add the dose checks; ``notes`` (its notes: a
+    duration, a maximum, a route) are read with them."""
     name = " ".join(str(drug or "").split())
     chart = chart if isinstance(chart, dict) else {}
     checked = dict.fromkeys(CHECKS, False)
@@ -256,14 +311,13 @@ def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup, *, do
     checked["drug_data"] = data_complete
 
     meds = charts.active_medications(chart)
-    judged: set[str] = set()
     if prescribed.generics and meds:
-        found, meds, judged, complete = _data_interactions(prescribed, meds, knowledge)
+        found, meds, _, complete = _data_interactions(prescribed, meds, knowledge)
         findings += found
         checked["interactions"] = complete and data_complete
     elif data_complete:
         checked["interactions"] = isinstance(chart.get("medications"), list)
-    findings += class_interaction_findings(prescribed, meds, judged)
+    findings = _with_class_rules(findings, class_interaction_findings(prescribed, meds, set()))
 
     findings += allergy_findings(prescribed, chart)
     checked["allergies"] = isinstance(chart.get("allergies"), list)
@@ -275,7 +329,7 @@ def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup, *, do
     checked["renal"] = isinstance(chart.get("labs"), list) or isinstance(chart.get("active_problems"), list)
     findings += age_findings(prescribed, chart)
     checked["age"] = charts.patient_age(chart) is not None
-    found, checked["dose"] = _dose(name, dosage, frequency, prescribed.ingredients, charts.active_medications(chart))
+    found, checked["dose"] = _dose(name, (dosage, frequency, notes), prescribed.ingredients, chart)
     findings += found
     missing = [words for check, words in CHART_CHECKS if not checked[check]]
     if missing:

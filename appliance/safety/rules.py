@@ -129,16 +129,35 @@ RENAL_NEEDS_EGFR = frozenset({"ing:metformin", "ing:dofetilide", "ing:dabigatran
 PAEDIATRIC_AGE = 18
 OLDER_ADULT_AGE = 65
 PAEDIATRIC_NOTE = "paediatric dosing is not covered by the local drug data: check a paediatric reference (weight-based dose)"
-# (under this age, severity, text). Sources: FDA 2017 codeine/tramadol contraindication in
-# children under 12; Reye's syndrome (aspirin); tetracycline tooth staining under 8; FDA
-# fluoroquinolone paediatric warnings; promethazine boxed warning under 2.
-PAEDIATRIC: dict[str, tuple[int, str, str]] = {
-    "ing:codeine": (12, HIGH, "contraindicated under 12 (life-threatening respiratory depression)"),
-    "ing:tramadol": (12, HIGH, "contraindicated under 12 (life-threatening respiratory depression)"),
-    "ing:promethazine": (2, HIGH, "contraindicated under 2 (fatal respiratory depression)"),
-    "ing:aspirin": (16, MODERATE, "avoid in children and teenagers (Reye's syndrome)"),
-    "class:tetracyclines": (8, MODERATE, "tooth discoloration under 8"),
-    "class:fluoroquinolones": (18, MODERATE, "musculoskeletal adverse events: not first-line under 18"),
+# (under this age, severity, text, source): the finding's text ends with the source.
+PAEDIATRIC: dict[str, tuple[int, str, str, str]] = {
+    "ing:codeine": (12, HIGH, "contraindicated under 12 (life-threatening respiratory depression)",
+                    "FDA Drug Safety Communication 2017-04-20 and codeine labels, Contraindications"),
+    "ing:tramadol": (12, HIGH, "contraindicated under 12 (life-threatening respiratory depression)",
+                     "FDA Drug Safety Communication 2017-04-20 and Ultram label, Contraindications"),
+    "ing:promethazine": (2, HIGH, "contraindicated under 2 (fatal respiratory depression)",
+                         "Phenergan label, boxed warning"),
+    "ing:aspirin": (16, HIGH, "not for children and teenagers (Reye's syndrome)",
+                    "aspirin OTC Drug Facts (Reye's syndrome warning) and Surgeon General's advisory 1982/1986"),
+    "ing:bismuth subsalicylate": (12, MODERATE, "a salicylate: not for children under 12 (Reye's syndrome)",
+                                  "Pepto-Bismol OTC Drug Facts"),
+    "ing:loperamide": (2, HIGH, "contraindicated under 2 (ileus, respiratory depression)",
+                       "Imodium label, Contraindications"),
+    "ing:benzocaine": (2, HIGH, "not for children under 2 (methaemoglobinaemia)",
+                       "FDA Drug Safety Communication 2018-05-23 (oral benzocaine)"),
+    "class:tetracyclines": (8, MODERATE, "tooth discoloration under 8",
+                            "tetracycline-class labels, Warnings (tooth development)"),
+    "class:fluoroquinolones": (18, MODERATE, "musculoskeletal adverse events: not first-line under 18",
+                               "fluoroquinolone labels, Use in Specific Populations (pediatric use)"),
+}
+# Under this age with a tonsillectomy or adenoidectomy on the chart (problems or notes):
+# (severity, text, source).
+AFTER_TONSILLECTOMY_AGE = 18
+AFTER_TONSILLECTOMY: dict[str, tuple[str, str, str]] = {
+    "ing:codeine": (HIGH, "contraindicated under 18 after tonsillectomy or adenoidectomy (deaths in ultra-rapid "
+                          "metabolisers)", "FDA Drug Safety Communication 2017-04-20, codeine labels, boxed warning"),
+    "ing:tramadol": (HIGH, "contraindicated under 18 after tonsillectomy or adenoidectomy",
+                     "FDA Drug Safety Communication 2017-04-20 and Ultram label, Contraindications"),
 }
 # AGS Beers Criteria 2023 ("potentially inappropriate in older adults: avoid"), by the curator's
 # knowledge of the published list; only unconditional "avoid" entries that can be judged at
@@ -230,10 +249,35 @@ CLASS_INTERACTIONS: tuple[ClassInteraction, ...] = (
                      MODERATE, "hyperkalaemia risk (trimethoprim blocks renal potassium excretion)"),
     ClassInteraction(_keys("class:fluoroquinolones class:tetracyclines"), _keys("class:polyvalent_cations"), MODERATE,
                      "chelation reduces the antibiotic's absorption: separate the doses"),
+    # Warfarin's label (Drug Interactions: CYP2C9/3A4 inhibitors) and the named drugs' labels.
+    ClassInteraction(_keys("ing:warfarin"), _keys("ing:metronidazole ing:tinidazole"), HIGH,
+                     "INR rise and bleeding (metronidazole inhibits warfarin's CYP2C9 metabolism): avoid, or cut "
+                     "the warfarin dose and check the INR within days (Flagyl and Coumadin labels)"),
+    ClassInteraction(_keys("ing:warfarin"), _keys("ing:fluconazole ing:miconazole ing:voriconazole"), HIGH,
+                     "INR rise and bleeding (CYP2C9 inhibition), even with a single dose or short course: check the "
+                     "INR (Diflucan and Coumadin labels)"),
+    ClassInteraction(_keys("ing:warfarin"), _keys("class:fluoroquinolones class:macrolides ing:amiodarone"), MODERATE,
+                     "INR rise and bleeding: check the INR (Coumadin label, Drug Interactions)",
+                     exempt=frozenset({"azithromycin"})),
+    ClassInteraction(_keys("ing:simvastatin ing:lovastatin"),
+                     _keys("ing:clarithromycin ing:erythromycin ing:itraconazole ing:ketoconazole ing:posaconazole"),
+                     HIGH, "contraindicated: strong CYP3A4 inhibition raises the statin (myopathy, rhabdomyolysis) "
+                     "(Zocor label, Contraindications)"),
+    ClassInteraction(_keys("ing:sildenafil ing:tadalafil ing:vardenafil"),
+                     frozenset({"ing:nitroglycerin", "ing:isosorbide mononitrate", "ing:isosorbide dinitrate"}), HIGH,
+                     "contraindicated: profound hypotension (Viagra and Cialis labels, Contraindications)"),
+    ClassInteraction(_keys("ing:tizanidine"), _keys("ing:ciprofloxacin ing:fluvoxamine"), HIGH,
+                     "contraindicated: tizanidine levels rise tenfold (hypotension, sedation) (Zanaflex label)"),
+    ClassInteraction(_keys("ing:allopurinol"), _keys("ing:azathioprine ing:mercaptopurine"), HIGH,
+                     "bone-marrow suppression: cut the thiopurine dose to a quarter or a third (Zyloprim label)"),
+    ClassInteraction(_keys("ing:lithium"), _keys("class:nsaids class:ace_inhibitors class:arbs ing:hydrochlorothiazide"),
+                     MODERATE, "lithium levels rise (toxicity): check the level (Lithium label, Drug Interactions)",
+                     exempt=frozenset({"aspirin"})),
 )
 
 
 __all__ = [
-    "BEERS", "CLASS_INTERACTIONS", "OLDER_ADULT_AGE", "PAEDIATRIC", "PAEDIATRIC_AGE", "PAEDIATRIC_NOTE",
+    "AFTER_TONSILLECTOMY", "AFTER_TONSILLECTOMY_AGE", "BEERS", "CLASS_INTERACTIONS", "OLDER_ADULT_AGE", "PAEDIATRIC",
+    "PAEDIATRIC_AGE", "PAEDIATRIC_NOTE",
     "PREGNANCY", "RENAL", "RENAL_EXEMPT", "RENAL_NEEDS_EGFR", "ClassInteraction",
 ]

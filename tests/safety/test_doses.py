@@ -131,7 +131,7 @@ def test_mcg_doses_are_compared_in_mg_and_written_in_mcg():
     (order("methotrexate", "15 mg", None, None), "the order gives no frequency, so the weekly schedule and total"),
     (order("tiotropium", "18 mcg", "once daily", 1), "tiotropium has no row in the dose table"),
     (order("diclofenac", "4 g", "four times daily", 4, route="topical"), "diclofenac has no row for the topical route"),
-    (order("Augmentin", "875 mg", "twice daily", 2, generic="amoxicillin-clavulanate"),
+    (order("Augmentin", "1000 mg", "twice daily", 2, generic="amoxicillin-clavulanate"),  # no such tablet
      "amoxicillin-clavulanate is a combination (amoxicillin, clavulanate) and the order's amount is not written "
      "per ingredient"),
 ])

@@ -255,7 +255,8 @@ def test_renal_status_reads_the_latest_egfr_and_the_worst_stage():
 @pytest.mark.parametrize("age, drug, expected", [
     (8, "lisinopril", "moderate"),  # paediatric dosing is not covered
     (11, "codeine", "high"), (12, "codeine", "moderate"), (11, "tramadol", "high"),
-    (14, "aspirin", "moderate"), (17, "ciprofloxacin", "moderate"),
+    (14, "aspirin", "high"), (15, "aspirin", "high"), (16, "aspirin", "moderate"),  # Reye's syndrome under 16
+    (17, "ciprofloxacin", "moderate"),
     (18, "lisinopril", None),
     (70, "diphenhydramine", "moderate"), (64, "diphenhydramine", None),  # AGS Beers Criteria 2023
     (66, "ibuprofen", "moderate"), (66, "warfarin", "moderate"),

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from appliance.safety import (
-    AmbiguousDrug, KnowledgeUnavailable, ToolBoxKnowledge, check_prescription, headless_decision,
+    AmbiguousDrug, KnowledgeUnavailable, Override, ToolBoxKnowledge, check_prescription, decide,
 )
-from appliance.safety.headless import HeadlessApprover
+from appliance.safety.headless import OVERRIDE_HINT, HeadlessApprover
 from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, fit_audit, sort_findings
 from appliance.tools.base import ToolOutcome
 from mcp_servers.knowledge import server as knowledge_server
@@ -57,18 +57,24 @@ def test_finding_rejects_unknown_kinds():
 
 
 # -- headless policy -------------------------------------------------------------------------
+def headless(report, reason):
+    """The one policy as a headless run applies it (signed in with the password for the run)."""
+    return decide(report, True, Override(reason, True), how_to_override=OVERRIDE_HINT)
+
+
 def test_headless_refuses_a_blocking_report_without_a_reason(knowledge):
     report = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
-    decision = headless_decision(report, None, how_to_override="pass --override-safety REASON")
+    decision = headless(report, None)
     assert not decision.allowed
     assert "refused" in decision.message and "Penicillin allergy" in decision.message
     assert "--override-safety" in decision.message and ".." not in decision.message
-    assert headless_decision(report, "   ").allowed is False  # a blank reason is no reason
+    assert headless(report, "   ").allowed is False  # a blank reason is no reason
+    assert headless(report, "   x  ").allowed is False  # nor one letter (the issue's case)
 
 
 def test_headless_override_with_a_reason_runs_and_is_audited(knowledge):
     report = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
-    decision = headless_decision(report, "  tolerated amoxicillin in 2025,\n allergy delabelled ")
+    decision = headless(report, "  tolerated amoxicillin in 2025,\n allergy delabelled ")
     assert decision.allowed
     assert decision.audit["override_reason"] == "tolerated amoxicillin in 2025, allergy delabelled"
     assert decision.audit["blocking"] is True
@@ -77,7 +83,7 @@ def test_headless_override_with_a_reason_runs_and_is_audited(knowledge):
 def test_headless_runs_without_high_findings_and_still_audits_them(knowledge):
     report = check_prescription("apixaban", make_chart(40, labs=[("62238-1", "eGFR", 42)]), knowledge)
     assert not report.needs_override and report.findings[0].severity == "moderate"
-    decision = headless_decision(report)
+    decision = headless(report, None)
     assert decision.allowed and decision.audit["findings"][0]["kind"] == "renal"
 
 
@@ -85,22 +91,23 @@ def test_headless_refuses_what_was_not_checked_unless_overridden(knowledge):
     """Nothing unchecked is written quietly: a drug unknown to the local data needs an override."""
     report = check_prescription("zorbitravine", make_chart(40), knowledge)
     assert not report.blocking and report.unchecked and UNKNOWN_DRUG_TEXT in report.unchecked[0]
-    decision = headless_decision(report, None, how_to_override="pass --override-safety REASON")
+    decision = headless(report, None)
     assert not decision.allowed and "not checked" in decision.message and "zorbitravine" in decision.message
     assert "--override-safety REASON" in decision.message and decision.audit["unchecked"] == report.unchecked
-    allowed = headless_decision(report, "compounded by pharmacy, checked by hand")
+    allowed = headless(report, "compounded by pharmacy, checked by hand")
     assert allowed.allowed and allowed.audit["override_reason"] == "compounded by pharmacy, checked by hand"
-    approval = HeadlessApprover("checked by hand")("prescribe_medication", {}, report)
-    assert approval.approved and approval.override_reason == "checked by hand"
+    approval = HeadlessApprover("checked by hand, pharmacist agreed")("prescribe_medication", {}, report)
+    assert approval.approved and approval.override_reason == "checked by hand, pharmacist agreed"
+    assert not HeadlessApprover("checked")("prescribe_medication", {}, report).approved  # one word is no reason
     assert not HeadlessApprover()("prescribe_medication", {}, report).approved
 
 
 def test_the_headless_approval_carries_an_override_reason_only_for_a_blocking_report(knowledge):
     blocking = check_prescription("amoxicillin", make_chart(40, allergies=PENICILLIN_ANAPHYLAXIS), knowledge)
     clear = check_prescription("amlodipine", make_chart(40, meds=["Metformin"]), knowledge)
-    approver = HeadlessApprover("  specialist   advice ")
+    approver = HeadlessApprover("  specialist   advice   given ")
     overridden = approver("prescribe_medication", {}, blocking)
-    assert overridden.approved and overridden.override_reason == "specialist advice"
+    assert overridden.approved and overridden.override_reason == "specialist advice given"
     assert approver("prescribe_medication", {}, clear).override_reason is None  # nothing overridden
     refused = HeadlessApprover()("prescribe_medication", {}, blocking)
     assert not refused.approved and refused.override_reason is None
@@ -136,9 +143,9 @@ def test_an_unknown_drug_is_never_clear(drug, knowledge):
 def test_a_combination_is_checked_through_its_known_ingredient(knowledge):
     report = check_prescription("amoxicillin-clavulanate", make_chart(60, meds=["Methotrexate"]), knowledge)
     assert ("interaction", "high") in {(f.kind, f.severity) for f in report.findings}
-    unknown = [f for f in report.findings if f.kind == "unknown_drug"]
-    assert unknown and unknown[0].text.startswith("clavulanate in 'amoxicillin-clavulanate' not checked")
-    assert report.resolved == ("amoxicillin",)
+    # Known as a whole or not, the amoxicillin entry's interaction rows are read; clavulanate, given only
+    # with amoxicillin and with no label of its own, is never a reason to refuse.
+    assert "amoxicillin" in report.resolved and not report.unchecked
 
 
 def test_an_ambiguous_name_is_a_finding():
