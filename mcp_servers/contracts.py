@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from common.patient_ids import MAX_PATIENT_ID_LENGTH
 
@@ -117,6 +117,26 @@ class PrescribeMedicationArgs(_Args):
     notes: str | None = Field(max_length=200)
 
 
+class ChangeMedicationArgs(_Args):
+    """A new dose or frequency for an order on the chart: null keeps the order's own."""
+
+    patient_id: PatientId
+    medication_name: Name
+    dosage: str | None = Field(max_length=40)
+    frequency: str | None = Field(max_length=40)
+    reason: str | None = Field(max_length=200)
+
+
+OrderAction = Literal["stop", "hold", "resume", "renew"]
+
+
+class MedicationStatusArgs(_Args):
+    patient_id: PatientId
+    medication_name: Name
+    action: OrderAction
+    reason: str | None = Field(max_length=200)
+
+
 class AddAllergyArgs(_Args):
     patient_id: PatientId
     substance: Name
@@ -144,6 +164,8 @@ ToolName = Literal[
     "search_patient",
     "get_patient_chart",
     "prescribe_medication",
+    "change_medication_order",
+    "update_medication_status",
     "add_allergy",
     "save_clinical_note",
     "analyze_medical_image",
@@ -159,6 +181,8 @@ ARG_SCHEMAS: dict[str, type[BaseModel]] = {
     "search_patient": PatientSearchArgs,
     "get_patient_chart": PatientChartArgs,
     "prescribe_medication": PrescribeMedicationArgs,
+    "change_medication_order": ChangeMedicationArgs,
+    "update_medication_status": MedicationStatusArgs,
     "add_allergy": AddAllergyArgs,
     "save_clinical_note": ClinicalNoteArgs,
     "analyze_medical_image": ImageAnalysisArgs,
@@ -175,6 +199,8 @@ TOOL_LABELS: dict[str, str] = {
     "get_trial_details": "Clinical Trial Details",
     "prescreen_for_trials": "Trial Prescreen",
     "prescribe_medication": "Prescription",
+    "change_medication_order": "Medication Change",
+    "update_medication_status": "Medication Status Change",
     "add_allergy": "Allergy Documentation",
     "save_clinical_note": "Clinical Note",
     "analyze_medical_image": "Image Analysis",
@@ -187,6 +213,8 @@ TOOL_SERVERS: dict[str, str] = {
     "search_patient": "ehr",
     "get_patient_chart": "ehr",
     "prescribe_medication": "ehr",
+    "change_medication_order": "ehr",
+    "update_medication_status": "ehr",
     "add_allergy": "ehr",
     "save_clinical_note": "ehr",
     "check_drug_safety": "knowledge",
@@ -198,7 +226,8 @@ TOOL_SERVERS: dict[str, str] = {
     "analyze_medical_image": "local",
 }
 
-WRITE_TOOLS = frozenset({"prescribe_medication", "add_allergy", "save_clinical_note"})
+WRITE_TOOLS = frozenset({"prescribe_medication", "change_medication_order", "update_medication_status",
+                         "add_allergy", "save_clinical_note"})
 # The write tools take two parameters more than ARG_SCHEMAS, set by code and never by the model.
 # The idempotency key: the agent's code sends a fresh key per approved write; the record performs
 # a key once (``ehr_db.repository``). Optional, so other clients may omit it.
@@ -227,10 +256,40 @@ class ApprovalRecord(BaseModel):
     decision: Literal["approval", "override"]
     clinician: str | None = Field(min_length=1, max_length=200)
     safety: dict[str, Any] | None
+    # An override's password given again (``appliance.safety.policy``): a clinic host checks it
+    # against the token's account itself; never kept, logged or echoed.
+    password: SecretStr | None = Field(default=None, max_length=1024)
 
 
 ApprovalArg = Annotated[ApprovalRecord | None, Field(
     description="Set by the calling code with an approved write: kept in the write's audit row.",
+)]
+
+# A third hidden parameter, of the writes that make an order active with a new sig: the order's
+# whole sig as code read it from the (approved) words (as needed and what for, the maximum,
+# duration, quantity, refills, and the FHIR MedicationRequest shapes), kept by the record beside
+# the words. Set by the agent's code after approval, never by the model; optional.
+SIG = "sig"
+SIG_TOOLS = frozenset({"prescribe_medication", "change_medication_order"})
+
+
+class SigRecord(BaseModel):
+    """An order's sig as code read it (``appliance.medication.sig``); text fields as written."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    as_needed: bool | None
+    as_needed_for: str | None = Field(max_length=60)
+    max_per_period: str | None = Field(max_length=60)
+    duration: str | None = Field(max_length=40)
+    quantity: str | None = Field(max_length=40)
+    refills: int | None = Field(ge=0, le=99)
+    dosage_instruction: dict[str, Any] | None
+    dispense_request: dict[str, Any] | None
+
+
+SigArg = Annotated[SigRecord | None, Field(
+    description="Set by the calling code with an approved order: the sig as code read it.",
 )]
 
 # The EHR server's one tool that is not the model's (not in ARG_SCHEMAS): the agent's approval
@@ -239,6 +298,19 @@ ApprovalArg = Annotated[ApprovalRecord | None, Field(
 # row, made by the record from the write itself, never a free-standing claim.
 AUDIT_EVENT_TOOL = "record_audit_event"
 AuditEventKind = Literal["rejection"]
+
+
+class RejectionDetails(BaseModel):
+    """What a client may say of a write the clinician refused: exactly these fields, bounded,
+    so a client's row can never carry the fields the record's own rows use ("decided_by",
+    "decision") or any other free-form key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(pattern=r"^[a-z][a-z_]{0,63}$")  # the write tool that was refused
+    clinician: str | None = Field(min_length=1, max_length=200)
+    reason: str | None = Field(max_length=2000)
+    safety: dict[str, Any] | None  # the safety report's audit entry shown with the refused write
 
 # Full descriptions for TOOL_SELECT stage 1 (docs/design.md §12), in our words, argument lists
 # matching ARG_SCHEMAS.
@@ -290,6 +362,18 @@ FULL_DESCRIPTIONS: dict[str, str] = {
         "prescribe_medication(patient_id, medication_name, dosage, frequency, notes) - Create "
         "a new medication order for a patient. Use when the clinician wants to prescribe, "
         "order or start a medication."
+    ),
+    "change_medication_order": (
+        "change_medication_order(patient_id, medication_name, dosage, frequency, reason) - Change "
+        "the dose or frequency of a medication the patient already takes (null keeps the current "
+        "one); the old order is replaced, not duplicated. Use when the clinician wants to increase, "
+        "decrease, titrate or change a current medication."
+    ),
+    "update_medication_status": (
+        "update_medication_status(patient_id, medication_name, action, reason) - Stop "
+        "(discontinue), hold, resume or renew a medication order on the patient's chart. Use when "
+        "the clinician wants to stop, d/c, hold, resume, restart, continue, refill or renew a "
+        "current medication."
     ),
     "add_allergy": (
         "add_allergy(patient_id, substance, reaction, severity) - Record an allergy or adverse "

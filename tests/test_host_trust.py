@@ -171,16 +171,36 @@ def test_a_client_cannot_write_audit_events_of_its_own_making(host):
                                                    "details": {"clinician": "Dr Someone Else"}}, bearer=token)
         assert made_up["error_type"] == "invalid_args"
     assert host.rows("audit_log") == before
+    # A rejection shaped as the host gate's own rows (the issue's case) is not taken either.
+    posing = {"tool": "prescribe_medication", "clinician": None, "reason": "x", "safety": None,
+              "decided_by": "the clinic host's safety gate", "decision": "override"}
+    assert host.call("record_audit_event", {"kind": "rejection", "patient_id": "abc-123", "details": posing},
+                     bearer=token)["error_type"] == "invalid_args"
+    assert host.rows("audit_log") == before
     recorded = host.call("record_audit_event", {"kind": "rejection", "patient_id": "abc-123", "details": {
-        "tool": "prescribe_medication", "clinician": "Dr Someone Else", "reason": "wrong dose"}}, bearer=token)
+        "tool": "prescribe_medication", "clinician": "Dr Someone Else", "reason": "wrong dose", "safety": None}},
+        bearer=token)
     last = EhrRepository(host.db).audit_trail("abc-123")[-1]
     assert recorded["kind"] == "rejection" and last["actor"] == "aokafor"
-    assert json.loads(last["arguments"])["details"]["clinician"] == "aokafor"
+    details = json.loads(last["arguments"])["details"]
+    assert details["clinician"] == "aokafor" and details["recorded_by"] == "terminal" and "decided_by" not in details
 
 
-def test_the_host_runs_the_safety_gate_and_a_blocking_report_needs_an_override_with_a_reason(gated):
+def _account(home: Path, name: str = "aokafor", password: str = "correct horse battery") -> None:
+    from argon2 import PasswordHasher
+
+    from appliance.accounts import AccountStore
+
+    AccountStore(home / "accounts.sqlite", hasher=PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)).add(
+        name, password)
+
+
+def test_the_host_runs_the_safety_gate_and_a_blocking_report_needs_an_override_with_a_reason(gated, monkeypatch):
     """The issue's case: amoxicillin for pat-006 (penicillin anaphylaxis) written with any valid
-    token and no approval, or with an approval that claimed no findings."""
+    token and no approval, or with an approval that claimed no findings; an override needs a
+    reason of real words and the token's account's password, checked by the host."""
+    monkeypatch.setenv("APPLIANCE_HOME", str(gated.home))
+    _account(gated.home)
     token = access.add_terminal("desk-1", "aokafor", gated.tokens)
     before = gated.rows("medication_requests")
     clean_claim = {"decision": "approval", "clinician": "aokafor", "safety": None}
@@ -193,21 +213,35 @@ def test_the_host_runs_the_safety_gate_and_a_blocking_report_needs_an_override_w
     no_reason = {"decision": "override", "clinician": "aokafor", "safety": {"override_reason": "  "}}
     assert gated.call("prescribe_medication", {**AMOXICILLIN, "approval": no_reason},
                       bearer=token)["error_type"] == "rejected_by_user"
-    override = {"decision": "override", "clinician": "someone", "safety": {"override_reason": "desensitised",
-                                                                           "findings": []}}
+    reason = "desensitised by the allergy service"
+    one_letter = {"decision": "override", "clinician": "aokafor", "safety": {"override_reason": "   x  "},
+                  "password": "correct horse battery"}
+    no_password = {"decision": "override", "clinician": "someone", "safety": {"override_reason": reason}}
+    wrong_password = {**no_password, "password": "not the password"}
+    claimed_again = {**no_password, "safety": {"override_reason": reason, "reauthenticated": True}}
+    for refused_override in (one_letter, no_password, wrong_password, claimed_again):
+        answer = gated.call("prescribe_medication", {**AMOXICILLIN, "approval": refused_override}, bearer=token)
+        assert answer["error_type"] == "rejected_by_user" and gated.rows("medication_requests") == before
+    override = {"decision": "override", "clinician": "someone", "password": "correct horse battery",
+                "safety": {"override_reason": reason, "findings": []}}
     written = gated.call("prescribe_medication", {**AMOXICILLIN, "approval": override}, bearer=token)
     assert written["author"] == "aokafor"
+    assert "correct horse" not in json.dumps(EhrRepository(gated.db).audit_trail("pat-006"))
     kept = json.loads(EhrRepository(gated.db).audit_trail("pat-006")[-1]["result"])["approval"]
     assert kept["decision"] == "override" and kept["clinician"] == "aokafor"
-    assert kept["safety"]["blocking"] is True and kept["safety"]["override_reason"] == "desensitised"
+    assert kept["safety"]["blocking"] is True and kept["safety"]["override_reason"] == reason
+    assert kept["safety"]["reauthenticated"] is True
     assert any(f["severity"] == "high" for f in kept["safety"]["findings"])  # the host's report, not the client's
 
 
-def test_a_prescription_without_findings_keeps_the_hosts_report_not_the_clients(gated):
+def test_a_prescription_keeps_the_hosts_report_not_the_clients(gated, monkeypatch):
+    monkeypatch.setenv("APPLIANCE_HOME", str(gated.home))
+    _account(gated.home)
     token = access.add_terminal("desk-1", "aokafor", gated.tokens)
-    claimed = {"decision": "override", "clinician": "aokafor",
-               "safety": {"override_reason": "none needed", "findings": [{"severity": "high", "text": "made up"}]}}
-    gated.call("prescribe_medication", {**METFORMIN, "approval": claimed}, bearer=token)
+    claimed = {"decision": "override", "clinician": "aokafor", "password": "correct horse battery",
+               "safety": {"override_reason": "replaces the current order today",
+                          "findings": [{"severity": "high", "text": "made up"}]}}
+    assert "id" in gated.call("prescribe_medication", {**METFORMIN, "approval": claimed}, bearer=token)
     kept = json.loads(EhrRepository(gated.db).audit_trail("abc-123")[-1]["result"])["approval"]
     assert kept["decision"] in ("approval", "override") and "made up" not in json.dumps(kept)
     assert "checked" in kept["safety"]

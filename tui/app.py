@@ -93,8 +93,8 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         self.cursor_blink = cursor_blink
         self._health_interval = health_interval
         self.main = MainScreen(self.profile.name, cursor_blink, model_notice=self.profile.notice)
-        self.bridge = ApprovalBridge(self, ApprovalScreen, describe=self._approval_context,
-                                     present=self._present_approval, clinician=self.author_name)
+        self.bridge = ApprovalBridge(self, ApprovalScreen, describe=self._approval_context, present=self._present_approval,
+                                     clinician=self.author_name, reauthenticate=self.reauthenticate)
         self.accounts = accounts if accounts is not None else AccountStore.from_settings(self.settings)
         self.accounts_required = False  # decided at mount: any account exists
         self.clinician: Account | None = None

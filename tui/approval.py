@@ -5,9 +5,11 @@ Invariant: only an explicit Approve (with arguments that validate) lets a write 
 Escape, Reject, a dialog that cannot be shown, a cancelled turn and the app closing are all
 rejections, so nothing is written unless the clinician said yes. Every decision carries the
 signed-in clinician (``Approval.clinician``), and the app decides when the dialog may show
-(``present``: not over the lock screen). Approving a prescription whose safety report is
-blocking, with its findings shown, is an override: the reason the clinician typed, if any,
-becomes its ``override_reason`` (kept in the write's audit row).
+(``present``: not over the lock screen). Approving a prescription whose safety report needs an
+override (a high finding, or anything not checked) is an override under the one safety policy
+(``appliance.safety.policy``): the dialog asks for a reason of real words and the clinician's
+password again, the bridge checks the password (``reauthenticate``) and the agent decides with
+``decide`` as every door does.
 """
 
 from __future__ import annotations
@@ -37,19 +39,24 @@ class ApprovalContext:
     author: str
     findings: list[str] | None = field(default=None)
     not_checked: list[str] = field(default_factory=list)  # what the safety check could not check
+    needs_override: bool = False  # approving is an override: a reason and the password again
+    password_needed: bool = True  # False where the appliance has no clinician accounts
 
 
 class ApprovalBridge:
     def __init__(self, app: App, make_screen: Callable[..., object],
                  describe: Callable[[str, dict, dict | None], ApprovalContext | None] | None = None,
                  present: Callable[[object, Callable], None] | None = None,
-                 clinician: Callable[[], str | None] | None = None):
+                 clinician: Callable[[], str | None] | None = None,
+                 reauthenticate: Callable[[str | None], bool | None] | None = None):
         self._app = app
         self._make_screen = make_screen
         self._describe = describe  # runs in the turn's thread (it may read the chart)
         # Shows the dialog on the UI thread (default: push it); the app holds it while locked.
         self._present = present or (lambda screen, callback: app.push_screen(screen, callback=callback))
         self._clinician = clinician or (lambda: None)  # who decides, stamped on every Approval
+        # The password given again for an override: True right, False not, None no accounts.
+        self._reauthenticate = reauthenticate or (lambda password: False)
         self._closed = threading.Event()
         self._round = 0  # bumped by reject_pending: requests asked before it are rejected
         self.cancel: threading.Event | None = None  # the running turn's cancel flag
@@ -70,7 +77,8 @@ class ApprovalBridge:
         clinician = self._clinician()  # who was signed in when the write was proposed
         decision = replace(self._ask(tool, args, safety), clinician=clinician)
         if decision.approved and getattr(safety, "needs_override", False):
-            decision = replace(decision, override_reason=override_reason(decision.reason))
+            decision = replace(decision, override_reason=override_reason(decision.reason),
+                               reauthenticated=self._reauthenticate(decision.password))
         return decision
 
     def _ask(self, tool: str, args: dict, safety=None) -> Approval:
@@ -89,7 +97,8 @@ class ApprovalBridge:
             context = self._describe(tool, dict(args), known_chart) if self._describe else None
             if context is not None and safety is not None:  # the agent's gate ran: its findings
                 context = replace(context, findings=safety.lines(), not_checked=[
-                    f.text for f in safety.findings if f.kind in ("unknown_drug", "not_checked")])
+                    f.text for f in safety.findings if f.kind in ("unknown_drug", "not_checked")],
+                    needs_override=safety.needs_override, password_needed=self._reauthenticate(None) is not None)
         except Exception:  # noqa: BLE001 - the dialog still opens, saying what it could not read
             log.warning("the approval context could not be built", exc_info=True)
             context = None

@@ -21,6 +21,7 @@ from textual.events import InputEvent, MouseMove
 from textual.screen import Screen
 
 from appliance.accounts import Account, AccountStore
+from appliance.accounts.reauthenticate import reauthenticate
 from appliance.accounts.sign_in import said
 from common.operator import operator_name
 from tui.screens.sign_in import SignInScreen
@@ -33,6 +34,13 @@ class ClinicianHandling:
     locked: bool
     _held: list[tuple[Screen, object]]
     _last_input: float
+
+    def reauthenticate(self, password: str | None) -> bool | None:
+        """The signed-in clinician's password given again for an override (runs in the turn's
+        thread; ``appliance.accounts.reauthenticate``)."""
+        if not self.accounts_required:
+            return None
+        return reauthenticate(self.accounts, self.clinician.name if self.clinician else None, password)
 
     def author_name(self) -> str | None:
         """Who writes and decides: the signed-in clinician's account name; with no accounts the

@@ -2,10 +2,10 @@
 
 Invariants:
 - An approved write carries its approval (``approval_record``, sent as ``contracts.APPROVAL``),
-  which the record keeps in the write's own audit row: "override" when the safety report was
-  blocking (a high-severity finding) and the approver said yes anyway, else "approval"; who
-  decided (``Approval.clinician``); the safety report's audit entry, with the override reason
-  when it was overridden, or None when no safety check ran.
+  which the record keeps in the write's own audit row: "override" when the safety policy decided
+  one (``appliance.safety.policy.decide``: a report that needed an override, a reason of real
+  words, the password given again), else "approval"; who decided (``Approval.clinician``); the
+  safety report's audit entry, with the override reason, or None when no safety check ran.
 - A write the approver refused is recorded as a "rejection" event (``record_rejection``) with
   the tool, who decided, their reason and the safety report. Recording never raises and never
   changes the rejection: nothing is written either way, and a failure is logged by kind only.
@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from appliance.safety.policy import PolicyDecision
 from appliance.safety.report import SafetyReport, fit_audit
-from appliance.safety.report import override_reason as usable_reason
 from appliance.tools.base import Approval, ToolBox
 from mcp_servers.contracts import MAX_AUDIT_JSON_CHARS
 
@@ -39,15 +39,18 @@ def safety_audit(report: SafetyReport | None, override_reason: str | None = None
     return fit_audit(report.to_audit(override_reason), SAFETY_AUDIT_CHARS)
 
 
-def approval_record(approval: Approval, report: SafetyReport | None) -> dict[str, Any]:
-    """The approval an approved write carries to the record (``contracts.ApprovalRecord``)."""
-    override = report is not None and report.needs_override
-    reason = usable_reason(approval.override_reason) if override else None
-    return {
-        "decision": "override" if override else "approval",
+def approval_record(approval: Approval, decision: PolicyDecision | None) -> dict[str, Any]:
+    """The approval an approved write carries to the record (``contracts.ApprovalRecord``):
+    the policy's decision (``appliance.safety.policy.decide``; None when no safety check ran),
+    and with an override the password given again, which a clinic host checks itself."""
+    record = {
+        "decision": "override" if decision is not None and decision.kind == "override" else "approval",
         "clinician": approval.clinician or None,
-        "safety": safety_audit(report, reason),
+        "safety": None if decision is None or decision.audit is None else fit_audit(decision.audit, SAFETY_AUDIT_CHARS),
     }
+    if record["decision"] == "override" and approval.password:
+        record["password"] = approval.password
+    return record
 
 
 def rejection_details(tool: str, approval: Approval, report: SafetyReport | None) -> dict[str, Any]:

@@ -13,9 +13,10 @@ Invariants:
   certificate, so llama-server needs no TLS build.
 - The host's EHR server runs the medication safety gate on every prescription
   (``mcp_servers.ehr.server.set_prescription_check``, filled by ``host_prescription_check``): the
-  chart from the record, the drug data from the host's knowledge database; a blocking report
-  is refused unless the approval overrides it with a reason, and the host's report is what the
-  write's audit row keeps.
+  chart from the record, the drug data from the host's knowledge database, decided by the one
+  safety policy (``appliance.safety.policy.decide``): a report that needs an override is refused
+  unless the approval overrides it with a reason of real words and the password of the token's
+  account, checked here; the host's report is what the write's audit row keeps.
 - ``serve`` checks everything an operator can get wrong before announcing or starting
   anything: the address policy (``mcp_servers.access.http_policy``: no address off loopback
   without terminal tokens), a readable tokens file (an older one is rewritten without usable
@@ -28,8 +29,6 @@ Invariants:
 
 from __future__ import annotations
 
-import inspect
-import json
 import os
 import secrets
 import shutil
@@ -79,6 +78,7 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
     ``ApplianceError`` when it cannot be started."""
     from appliance.config import Settings
     from appliance.host.model_gate import UPSTREAM_KEY_ENV
+    from appliance.llm.threads import host_threads, usable_cores
     from appliance.runtime import model_files
     from models import llama_server
     from models.gguf_info import ModelIdentityError, check_identity
@@ -101,11 +101,12 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
     problem = projector_problem(files.profile, files.folder)
     mmproj = files.profile.mmproj_path(files.folder) if problem is None else None
     images = f"images: on ({mmproj.name})" if mmproj else f"images: off ({problem})"
+    threads = host_threads(usable_cores(), settings.n_threads)  # fixed for the server's life
     folder = Path(tempfile.mkdtemp(prefix="appliance-model-"))  # 0700; short, for the socket path limit
     socket_path = folder / "llama.sock"
     llama_argv = llama_server.command(binary, llama_server.ServerSettings(
         model=files.path, alias=files.profile.name, host=str(socket_path), port=port, n_ctx=files.profile.n_ctx,
-        slots=slots, threads=settings.n_threads, mmproj=mmproj))
+        slots=slots, threads=threads.decode, threads_batch=threads.batch, mmproj=mmproj))
     key = secrets.token_urlsafe(32)
     gate_argv = [sys.executable, "-m", "appliance.host.model_gate", "--bind", bind, "--port", str(port),
                  "--socket", str(socket_path)]
@@ -114,62 +115,51 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
     return ModelServer(llama_argv, gate_argv, {llama_server.API_KEY_ENV: key, UPSTREAM_KEY_ENV: key}, folder, images)
 
 
-# The safety entry's share of the record's bound on an approval (as the agent's write_audit).
-SAFETY_AUDIT_CHARS = 20_000 - 4_000
-
-
 def _fit(entry: dict) -> dict:
-    """A report's audit entry within ``SAFETY_AUDIT_CHARS`` of JSON: evidence dropped first,
-    then the least severe findings (the entry lists the most severe first)."""
-    def size(value):
-        return len(json.dumps(value, sort_keys=True, default=str))
+    """A report's audit entry within the agent's share of the record's bound (one rule)."""
+    from appliance.agent.write_audit import SAFETY_AUDIT_CHARS
+    from appliance.safety.report import fit_audit
 
-    if size(entry) <= SAFETY_AUDIT_CHARS:
-        return entry
-    findings = [{k: v for k, v in f.items() if k != "evidence"} for f in entry.get("findings") or []]
-    fitted = {**entry, "findings": findings, "evidence_omitted": True}
-    while findings and size(fitted) > SAFETY_AUDIT_CHARS:
-        findings.pop()
-        fitted["findings_omitted"] = len(entry["findings"]) - len(findings)
-    return fitted
+    return fit_audit(entry, SAFETY_AUDIT_CHARS)
 
 
 def host_prescription_check(knowledge_db: Path):
     """The host's safety gate for ``mcp_servers.ehr.server.set_prescription_check``: the public
     ``appliance.safety`` API over the host's knowledge database (a fresh read-only connection
-    per prescription: the server calls tools from several threads)."""
-    from appliance.safety import StoreKnowledge, check_prescription, override_reason
+    per prescription: the server calls tools from several threads), decided by the one safety
+    policy every door applies (``appliance.safety.policy.decide``): a report that needs an
+    override (a high finding or anything not checked) is written only as an override with a
+    reason of real words and the password of the token's account, which the host checks itself."""
+    from appliance.accounts import AccountStore
+    from appliance.accounts.reauthenticate import reauthenticate
+    from appliance.safety import Override, OverridePolicy, StoreKnowledge, check_prescription, decide
+    from appliance.safety.chart_gate import not_run
     from mcp_servers.ehr.server import PrescriptionRefused
 
-    accepts = inspect.signature(check_prescription).parameters
+    policy = OverridePolicy.from_settings()
+    how = "approve it again as an override, with a reason of real words and your password"
 
-    def check(prescription: dict, chart: dict, approval: dict | None) -> dict:
+    def check(prescription: dict, chart: dict, approval: dict | None, again=None) -> dict:
         drug = prescription["medication_name"]
         sent = approval or {}
-        reason = override_reason((sent.get("safety") or {}).get("override_reason")) \
-            if sent.get("decision") == "override" else None
-        extra = {k: prescription[k] for k in ("dosage", "frequency") if k in accepts}
+        overriding = sent.get("decision") == "override"
+        reason = (sent.get("safety") or {}).get("override_reason") if overriding else None
         knowledge = StoreKnowledge(knowledge_db)
         try:
-            audit = _fit(check_prescription(drug, chart, knowledge, **extra).to_audit(reason))
-        except Exception as exc:  # noqa: BLE001 - a gate that cannot run never passes a prescription as checked
-            audit = {"not_run": True, "error": type(exc).__name__, "override_reason": reason}
-            if reason is None:
-                raise PrescriptionRefused(f"Prescription of '{drug}' refused: the clinic host's medication safety "
-                                          "check could not run; approve it with an override and a reason, or try "
-                                          "again", {**audit, "override_reason": None}) from None
-            return {"decision": "override", "safety": audit}
+            report = check_prescription(drug, chart, knowledge, dosage=prescription.get("dosage"),
+                                        frequency=prescription.get("frequency"))
+        except Exception:  # noqa: BLE001 - a gate that cannot run never passes a prescription as checked
+            report = not_run(drug)
         finally:
             knowledge.close()
-        if not audit["blocking"]:
-            return {"decision": "approval", "safety": {**audit, "override_reason": None}}
-        if reason is None:
-            high = "; ".join(str(f.get("text", "")).rstrip(". ") for f in audit["findings"]
-                             if f.get("severity") == "high")
-            raise PrescriptionRefused(f"Prescription of '{drug}' refused by the clinic host: unresolved "
-                                      f"high-severity safety finding(s): {high}. It needs an override with a reason "
-                                      "(the reason is audited)", audit)
-        return {"decision": "override", "safety": audit}
+        reauthenticated = False
+        if overriding and report.needs_override and again is not None:
+            reauthenticated = reauthenticate(AccountStore(), again.account, again.password)
+        decision = decide(report, True, Override(reason, reauthenticated), policy, how_to_override=how)
+        if not decision.allowed:
+            raise PrescriptionRefused(decision.message.replace("refused:", "refused by the clinic host:", 1),
+                                      _fit(decision.audit))
+        return {"decision": decision.kind, "safety": _fit(decision.audit)}
 
     return check
 

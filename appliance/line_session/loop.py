@@ -37,6 +37,7 @@ import time
 
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
+from appliance.accounts.reauthenticate import reauthenticate
 from appliance.line_session.patients import CurrentPatient, find_patient, set_patient
 from appliance.line_session.saved import SavedConversation, lock, resume_problem, session_clinician
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
@@ -84,8 +85,25 @@ class Progress:
             self.stream.flush()
 
 
+def _override(safety, reauthenticate) -> tuple[str | None, bool | None, str | None]:
+    """The override's reason and the password given again, asked after "y" to a report that needs
+    an override (``appliance.safety.policy``): (reason, reauthenticated, password)."""
+    from appliance.accounts.sign_in import read_password
+    from appliance.safety.policy import OverridePolicy
+
+    words = OverridePolicy.from_settings().min_reason_words
+    print("Approving this is an override of the safety findings above.")
+    try:
+        reason = input(f"Why approve it anyway (at least {words} words)? ").strip() or None
+        needed = reauthenticate(None) is not None
+        password = read_password("Your password again, to override: ") if needed else None
+    except (EOFError, ApplianceError):
+        return None, False, None
+    return reason, reauthenticate(password), password
+
+
 def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, safety=None,
-                 author: str | None = None) -> Approval:
+                 author: str | None = None, reauthenticate=None) -> Approval:
     print(f"\nThe assistant proposes a change to the record: {action_words(tool, args)}")
     pid = args.get("patient_id")
     if pid:
@@ -101,9 +119,12 @@ def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, s
         answer = input("Approve this write? [y/N] ").strip().lower()
     except EOFError:
         answer = ""
-    if answer in ("y", "yes"):
+    if answer not in ("y", "yes"):
+        return Approval(False, args, "rejected at the terminal")
+    if safety is None or not safety.needs_override:
         return Approval(True, args)
-    return Approval(False, args, "rejected at the terminal")
+    reason, reauthenticated, password = _override(safety, reauthenticate or (lambda password: False))
+    return Approval(True, args, reason, override_reason=reason, reauthenticated=reauthenticated, password=password)
 
 
 def interactive_session(settings: Settings, patient_id: str | None = None, script: dict | None = None,
@@ -120,7 +141,8 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
     print("Offline clinical assistant. Loading the model...", flush=True)
     current = CurrentPatient()
     author = clinician or operator_name()
-    approver = signed_by(lambda tool, args, safety=None: ask_approval(tool, args, current, safety, author), author)
+    approver = signed_by(lambda tool, args, safety=None: ask_approval(
+        tool, args, current, safety, author, lambda password: reauthenticate(accounts, clinician, password)), author)
     agent, tools = build_agent(settings, script, approver=approver, clinician=clinician)
     from appliance.runtime import acceptance_status  # this site's verdict on the model file (appliance.acceptance)
 

@@ -6,7 +6,9 @@ anyone is asked to approve it.
   pregnancy, renal function and age against the drug's safety data and curated tables.
 - ``SafetyReport`` (``report.py``): findings most severe first; ``blocking`` (a high finding),
   ``lines()`` for the approval dialog, ``formatted()`` for SYNTHESIZE and the line session,
-  ``to_audit()`` for the write's audit row; ``headless_decision`` for ``--approve-writes``.
+  ``to_audit()`` for the write's audit row.
+- ``decide`` (``policy.py``): the one rule every door applies to a prescription (approval,
+  override with a reason of real words and the password again, or refusal).
 - ``KnowledgeLookup`` (``knowledge.py``): the two lookups the gate needs, shaped exactly like
   the knowledge server's check_drug_safety and check_drug_interactions results;
   ``ToolBoxKnowledge`` calls those tools, ``StoreKnowledge`` reads a knowledge database in process.
@@ -20,9 +22,11 @@ from appliance.safety.gate import check_prescription
 from appliance.safety.knowledge import (
     AmbiguousDrug, KnowledgeLookup, KnowledgeUnavailable, StoreKnowledge, ToolBoxKnowledge,
 )
-from appliance.safety.report import Finding, GateDecision, SafetyReport, headless_decision, override_reason
+from appliance.safety.policy import Override, OverridePolicy, PolicyDecision, decide
+from appliance.safety.report import Finding, SafetyReport, override_reason
 
 __all__ = [
-    "AmbiguousDrug", "Finding", "GateDecision", "KnowledgeLookup", "KnowledgeUnavailable", "SafetyReport",
-    "StoreKnowledge", "ToolBoxKnowledge", "check_prescription", "headless_decision", "override_reason",
+    "AmbiguousDrug", "Finding", "KnowledgeLookup", "KnowledgeUnavailable", "Override", "OverridePolicy",
+    "PolicyDecision", "SafetyReport", "StoreKnowledge", "ToolBoxKnowledge", "check_prescription", "decide",
+    "override_reason",
 ]

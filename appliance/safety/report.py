@@ -9,9 +9,8 @@ Invariants:
 - ``blocking`` means at least one high-severity finding; ``unchecked`` names what was not
   checked (a drug or ingredient the local data does not know or cannot resolve, a knowledge
   service or chart section that did not answer: unknown-drug and not-checked findings above
-  info). Headless use (``headless_decision``) refuses a report that is blocking or has anything
-  unchecked (``needs_override``) unless an override reason is given; the reason goes to the
-  audit. Info-level notes (a charted medication the interaction data lacks, whose curated class
+  info). A report that is blocking or has anything unchecked (``needs_override``) is written
+  only as an override, at every door (``appliance.safety.policy.decide``). Info-level notes (a charted medication the interaction data lacks, whose curated class
   rules still ran; a combination checked ingredient by ingredient) do not refuse.
 - Nothing here logs; the findings carry patient data (allergies, medications, labs) only for the
   approval dialog, the answer and the write's audit row.
@@ -153,48 +152,14 @@ _CHECK_WORDS = {
 }
 
 
-@dataclass(frozen=True)
-class GateDecision:
-    allowed: bool
-    message: str  # for the operator: why it was refused, or what was overridden
-    audit: dict[str, Any]  # the report's audit entry (with the override reason when used)
-
-
 def override_reason(text: str | None) -> str | None:
-    """A usable override reason (stripped, at most MAX_OVERRIDE_REASON characters) or None."""
+    """A reason stripped and cut to MAX_OVERRIDE_REASON characters, or None when blank (whether
+    it is enough for an override is ``appliance.safety.policy``'s to say)."""
     reason = " ".join((text or "").split())
     return reason[:MAX_OVERRIDE_REASON] if reason else None
 
 
-def headless_decision(report: SafetyReport, override: str | None = None, *,
-                      how_to_override: str = "give an explicit override with a reason") -> GateDecision:
-    """Whether a prescription may run without a clinician at the screen (``ask --approve-writes``).
-
-    A report that is blocking or has anything unchecked (``needs_override``) is refused unless
-    ``override`` gives a reason; the reason is kept in the audit entry. Any other report runs,
-    and its findings are still audited. ``how_to_override`` names the caller's override option in
-    the refusal."""
-    reason = override_reason(override)
-    if not report.needs_override:
-        return GateDecision(True, "", report.to_audit(reason))
-    high = [f.text.rstrip(". ") for f in report.by_severity("high")]
-    unchecked = [t.rstrip(". ") for t in report.unchecked if t.rstrip(". ") not in high]
-    parts = [f"unresolved high-severity safety finding(s): {'; '.join(high)}"] if high else []
-    if unchecked:
-        parts.append(f"it could not be fully checked: {'; '.join(unchecked)}")
-    what = ". ".join(parts)
-    if reason is None:
-        return GateDecision(
-            False,
-            f"Prescription of '{report.drug}' refused: {what}. "
-            f"Prescribe it from the clinic terminal, or {how_to_override} (the reason is audited).",
-            report.to_audit(None),
-        )
-    return GateDecision(True, f"Safety finding(s) overridden for '{report.drug}': {what}. Reason recorded: {reason}",
-                        report.to_audit(reason))
-
-
 __all__ = [
     "AUDIT_VERSION", "CHECKS", "KINDS", "MAX_OVERRIDE_REASON", "SEVERITIES", "UNCHECKED_KINDS", "UNKNOWN_DRUG_TEXT",
-    "Finding", "GateDecision", "SafetyReport", "fit_audit", "headless_decision", "override_reason", "sort_findings",
+    "Finding", "SafetyReport", "fit_audit", "override_reason", "sort_findings",
 ]

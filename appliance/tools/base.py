@@ -53,9 +53,15 @@ class Approval:
     # Who decided: the signed-in clinician's account name (the operator when no accounts exist),
     # for the record of approvals, rejections and overrides; None when no one was asked.
     clinician: str | None = None
-    # Why a blocking safety report (a high-severity finding) was approved anyway; set only then
-    # (headless: the operator's --override-safety reason), and kept in the write's audit row.
+    # Why a safety report that needs an override was approved anyway; set only then (headless:
+    # the operator's --override-safety reason), and kept in the write's audit row. Whether it is
+    # enough is ``appliance.safety.policy.decide``'s to say, at every door.
     override_reason: str | None = None
+    # The clinician's password given again for an override: True right, False missing or wrong,
+    # None where the appliance has no clinician accounts. ``password`` is what was typed, sent
+    # only with an override so a clinic host checks it itself; never shown, logged or kept.
+    reauthenticated: bool | None = False
+    password: str | None = field(default=None, repr=False, compare=False)
 
 
 class Approver(Protocol):

@@ -52,7 +52,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
@@ -64,13 +64,16 @@ from pydantic import Field
 
 from common.operator import operator_name
 from common.sqlite import DatabaseCorrupt
-from ehr_db.errors import DatabaseNotReady, EhrError, InvalidField, PatientNotFound
+from ehr_db.errors import AmbiguousOrder, DatabaseNotReady, EhrError, InvalidField, OrderNotFound, PatientNotFound
 from ehr_db.repository import EhrRepository
 from mcp_servers.serving import ArgumentErrors, serve
 from mcp_servers.contracts import (
-    AUDIT_EVENT_TOOL, ApprovalArg, ApprovalRecord, AuditEventKind, IdempotencyKey, Name, PatientId, ShortText,
+    AUDIT_EVENT_TOOL, ApprovalArg, ApprovalRecord, AuditEventKind, IdempotencyKey, Name, PatientId,
+    RejectionDetails, ShortText,
     tool_error_message,
 )
+from mcp_servers.contracts import OrderAction, SigArg
+from mcp_servers.ehr import order_tools
 
 log = logging.getLogger("mcp_servers.ehr.server")
 
@@ -124,10 +127,20 @@ class PrescriptionRefused(Exception):
         self.safety = safety
 
 
+@dataclass(frozen=True)
+class Reauthentication:
+    """The account an override must open and the password sent with it (None: none sent)."""
+
+    account: str
+    password: str | None = field(default=None, repr=False)
+
+
 # (prescription: patient_id, medication_name, dosage, frequency; the patient's chart; the
-# approval as the request sent it, or None) -> {"decision": "approval" | "override", "safety":
-# the report's audit entry}; raises PrescriptionRefused. Set by the host (``appliance serve``).
-PrescriptionCheck = Callable[[dict[str, str], dict[str, Any], dict[str, Any] | None], dict[str, Any]]
+# approval as the request sent it, or None; the override's password given again) ->
+# {"decision": "approval" | "override", "safety": the report's audit entry}; raises
+# PrescriptionRefused. Set by the host (``appliance serve``).
+PrescriptionCheck = Callable[[dict[str, str], dict[str, Any], dict[str, Any] | None, Reauthentication],
+                             dict[str, Any]]
 _prescription_check: PrescriptionCheck | None = None
 
 
@@ -173,7 +186,7 @@ def _approval(approval: ApprovalRecord | None, caller: Caller) -> dict[str, Any]
             raise ToolError(tool_error_message("invalid_args", "A write through the clinic host needs the "
                                                "clinician's approval (approval)." + NOT_CHANGED))
         return None
-    kept = approval.model_dump()
+    kept = approval.model_dump(exclude={"password"})
     if caller.bound:
         kept["clinician"] = caller.author
     return kept
@@ -229,6 +242,13 @@ def _edge(tool: str, *, write: bool = False) -> Iterator[None]:
         raise ToolError(tool_error_message(
             "patient_not_found", f"No patient with ID '{exc.patient_id}' is in the health record."
         )) from None
+    except OrderNotFound as exc:
+        log.info("%s: no matching order", tool)
+        raise ToolError(tool_error_message("not_found", order_tools.not_found_text(exc) + NOT_CHANGED)) from None
+    except AmbiguousOrder as exc:
+        log.info("%s: several matching orders", tool)
+        raise ToolError(tool_error_message("ambiguous_drug_name", order_tools.ambiguous_text(exc) + NOT_CHANGED)) \
+            from None
     except InvalidField as exc:
         log.info("%s: rejected field %s", tool, exc.field)
         raise ToolError(tool_error_message("invalid_args", f"{exc.field} {exc.reason}")) from None
@@ -295,6 +315,7 @@ def prescribe_medication(
     notes: Annotated[str | None, Field(max_length=200)],
     idempotency_key: IdempotencyKey = None,
     approval: ApprovalArg = None,
+    sig: SigArg = None,
 ) -> dict[str, Any]:
     """Create a new active medication order for a patient. dosage needs a number and a unit
     ("500 mg", "10 mg/kg", "1 tablet"); frequency like "once daily", "BID", "every 8 hours",
@@ -305,10 +326,11 @@ def prescribe_medication(
     with _edge("prescribe_medication", write=True):
         if _prescription_check is not None:
             kept = _host_gate(caller, kept, {"patient_id": patient_id, "medication_name": medication_name,
-                                             "dosage": dosage, "frequency": frequency})
+                                             "dosage": dosage, "frequency": frequency},
+                              approval.password.get_secret_value() if approval and approval.password else None)
         new_id = _repository().prescribe_medication(
             patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key,
-            approval=kept,
+            approval=kept, sig=sig.model_dump() if sig is not None else None,
         )
     log.info("prescribe_medication: created")
     return {
@@ -320,6 +342,60 @@ def prescribe_medication(
         "status": "active",
         "author": author,
     }
+
+
+@mcp.tool(annotations={"title": "Medication Change", **WRITE})
+def change_medication_order(
+    patient_id: PatientId,
+    medication_name: Name,
+    dosage: Annotated[str | None, Field(max_length=40)],
+    frequency: Annotated[str | None, Field(max_length=40)],
+    reason: Annotated[str | None, Field(max_length=200)],
+    idempotency_key: IdempotencyKey = None,
+    approval: ApprovalArg = None,
+    sig: SigArg = None,
+) -> dict[str, Any]:
+    """Change the dose or frequency of a medication the patient takes: the active order of
+    medication_name is replaced by a new one linked to it (null dosage or frequency keeps the
+    order's own). reason may be null. Returns the new order's id and the id it replaced."""
+    caller = _caller()
+    kept = _approval(approval, caller)
+    with _edge("change_medication_order", write=True):
+        old = order_tools.order_for(_repository(), patient_id, medication_name, "change")
+        if _prescription_check is not None:
+            kept = _host_gate(caller, kept, order_tools.as_prescription(old, patient_id, dosage, frequency),
+                              _password(approval), tool="change_medication_order", without=old["id"])
+        result = order_tools.change(_repository(), "change_medication_order", patient_id, medication_name,
+                                    "change", caller.author, dosage=dosage, frequency=frequency, reason=reason,
+                                    order_id=old["id"], sig=sig, idempotency_key=idempotency_key, approval=kept)
+    log.info("change_medication_order: replaced")
+    return result
+
+
+@mcp.tool(annotations={"title": "Medication Status Change", **WRITE})
+def update_medication_status(
+    patient_id: PatientId,
+    medication_name: Name,
+    action: OrderAction,
+    reason: Annotated[str | None, Field(max_length=200)],
+    idempotency_key: IdempotencyKey = None,
+    approval: ApprovalArg = None,
+) -> dict[str, Any]:
+    """Stop (discontinue), hold, resume or renew the patient's order of medication_name. stop
+    and hold apply to an active order, resume to a held one; renew writes a new active order
+    like the current one, linked to it. reason may be null. Returns the order's id and status."""
+    caller = _caller()
+    kept = _approval(approval, caller)
+    with _edge("update_medication_status", write=True):
+        old = order_tools.order_for(_repository(), patient_id, medication_name, action)
+        if _prescription_check is not None and action in order_tools.ACTIVATING:
+            kept = _host_gate(caller, kept, order_tools.as_prescription(old, patient_id, None, None),
+                              _password(approval), tool="update_medication_status", without=old["id"])
+        result = order_tools.change(_repository(), "update_medication_status", patient_id, medication_name,
+                                    action, caller.author, reason=reason, order_id=old["id"],
+                                    idempotency_key=idempotency_key, approval=kept)
+    log.info("update_medication_status: %s", action)
+    return result
 
 
 @mcp.tool(annotations={"title": "Allergy Documentation", **WRITE})
@@ -379,35 +455,48 @@ def save_clinical_note(
 
 # Not one of the agent's tools (``contracts.ARG_SCHEMAS``): the agent's approval code calls it.
 @mcp.tool(name=AUDIT_EVENT_TOOL, annotations={"title": "Audit Event", **WRITE})
-def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, details: dict[str, Any]) -> dict[str, Any]:
+def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, details: RejectionDetails) -> dict[str, Any]:
     """Append a rejected write (the clinician refused it) to the record's hash-chained audit
     log, attributed to the caller. details: a JSON object of what was decided (tool, clinician,
     reason, safety). Returns the event's sequence number."""
     caller = _caller()
+    kept = {**details.model_dump(), "recorded_by": "terminal"}  # never the record's own wording
     if caller.bound:  # the rejecting clinician is the token's account, whatever the request named
-        details = {**details, "clinician": caller.author}
+        kept["clinician"] = caller.author
     with _edge(AUDIT_EVENT_TOOL, write=True):
-        seq = _repository().record_event(kind, patient_id, caller.author, details)
+        seq = _repository().record_event(kind, patient_id, caller.author, kept)
     log.info("%s: recorded %s", AUDIT_EVENT_TOOL, kind)
     return {"seq": seq, "kind": kind}
 
 
-def _host_gate(caller: Caller, kept: dict[str, Any] | None, prescription: dict[str, str]) -> dict[str, Any]:
+def _host_gate(caller: Caller, kept: dict[str, Any] | None, prescription: dict[str, str],
+               password: str | None = None, *, tool: str = "prescribe_medication",
+               without: str | None = None) -> dict[str, Any]:
     """The host's safety gate over the patient's chart (read here, not logged as a clinician's
     read): the approval to keep, with the host's report; a refusal is recorded as a rejection
-    and raised as ``rejected_by_user`` with the gate's reason."""
+    and raised as ``rejected_by_user`` with the gate's reason. An override's password given
+    again goes to the check with the account it must open (the token's), and no further."""
+    # ``without``: the id of the order a change replaces, left out of the chart checked (it is
+    # no duplicate of its own change).
     repo = _repository()
-    chart = repo.get_patient_chart(prescription["patient_id"])
+    chart = order_tools.chart_without(repo.get_patient_chart(prescription["patient_id"]), without)
+    account = caller.author if caller.bound else ((kept or {}).get("clinician") or caller.author)
     try:
-        decided = _prescription_check(prescription, chart, kept)
+        decided = _prescription_check(prescription, chart, kept, Reauthentication(account, password))
     except PrescriptionRefused as exc:
-        log.info("prescribe_medication: refused by the host's safety gate")
+        log.info("%s: refused by the host's safety gate", tool)
         repo.record_event("rejection", chart["patient"]["patient_id"], caller.author, {
-            "tool": "prescribe_medication", "clinician": caller.author, "reason": str(exc)[:2000],
+            "tool": tool, "clinician": caller.author, "reason": str(exc)[:2000],
             "decided_by": "the clinic host's safety gate", "safety": exc.safety})
         raise ToolError(tool_error_message("rejected_by_user", str(exc) + NOT_CHANGED)) from None
     clinician = (kept or {}).get("clinician") or caller.author
     return {"decision": decided["decision"], "clinician": clinician, "safety": decided["safety"]}
+
+
+def _password(approval: ApprovalRecord | None) -> str | None:
+    """An override's password given again with the approval, for the host's check."""
+    secret = getattr(approval, "password", None) if approval is not None else None
+    return secret.get_secret_value() if secret is not None else None
 
 
 def _startup_check() -> None:

@@ -118,7 +118,8 @@ def test_a_write_without_a_safety_check_records_its_rejection_without_findings(t
     assert result.error_type == "rejected_by_user"
     (row,) = trail(ehr_db, "abc-123")
     assert row["tool"] == "rejection" and row["arguments"]["details"] == {
-        "tool": "add_allergy", "clinician": None, "reason": "writes are not enabled for this run", "safety": None}
+        "tool": "add_allergy", "clinician": None, "reason": "writes are not enabled for this run", "safety": None,
+        "recorded_by": "terminal"}
 
 
 class Unrecorded:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.medication.names import DrugRecogniser
-from appliance.safety import check_prescription, headless_decision
+from appliance.safety import Override, check_prescription, decide
 from appliance.safety.headless import OVERRIDE_HINT, HeadlessApprover
 from appliance.safety.ingredients import DrugResolver, default_resolver, ingredients_of
 from appliance.safety.knowledge import ToolBoxKnowledge, synonym_from
@@ -126,7 +126,7 @@ def test_a_brand_gets_the_finding_a_pharmacist_would_give(drug, patient, kind, w
     high = [f for f in report.by_severity("high") if f.kind == kind]
     assert high and words in high[0].text, report.lines()
     assert report.blocking
-    decision = headless_decision(report, None, how_to_override=OVERRIDE_HINT)
+    decision = decide(report, True, Override(None, True), how_to_override=OVERRIDE_HINT)
     assert not decision.allowed and "--override-safety" in decision.message
 
 
@@ -142,7 +142,7 @@ def test_a_brand_of_known_ingredients_is_fully_checked(knowledge, umls_knowledge
     # Moxatag is a UMLS brand of amoxicillin, which the data knows: nothing is left unchecked.
     report = check_prescription("Moxatag", make_chart(40), umls_knowledge)
     assert report.resolved == ("amoxicillin",) and report.unchecked == [] and report.checked["drug_data"]
-    assert not headless_decision(report).audit["unchecked"]
+    assert not decide(report, True).audit["unchecked"]
 
 
 # -- charted brands count too ------------------------------------------------------------------

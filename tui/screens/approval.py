@@ -5,6 +5,9 @@ the exact arguments, editable, with Approve or Reject and an optional reason.
 Invariants:
 - Approve returns only arguments that validate against the tool's contract
   (``mcp_servers.contracts.ARG_SCHEMAS``); invalid edits keep the dialog open with a message.
+- Approving a prescription whose safety report needs an override asks for a reason of real
+  words and the clinician's password again (``appliance.safety.policy``); without them the
+  dialog stays open and says what is missing.
 - Reject and Escape return a rejection carrying the original arguments and the typed reason
   (None when none was typed, so no reason is invented); nothing else leaves this dialog, so
   there is no path to a write without Approve.
@@ -25,6 +28,7 @@ from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
 from rich.text import Text
 
+from appliance.safety.policy import OverridePolicy
 from appliance.tools.base import Approval
 from appliance.wording import action_words
 from tui.approval import ApprovalContext
@@ -70,6 +74,7 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         self.original = dict(args)
         self.schema = ARG_SCHEMAS[tool]
         self.context = context
+        self.policy = OverridePolicy.from_settings()
 
     def _patient_block(self) -> Text:
         ctx = self.context
@@ -85,11 +90,15 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         text.append(ctx.author if ctx else "unknown")
         return text
 
+    @property
+    def is_override(self) -> bool:
+        """Approving this write is an override (``appliance.safety.policy``)."""
+        return bool(self.context and self.context.needs_override)
+
     def _reason_hint(self) -> str:
-        """Approving past a HIGH finding is an override: its reason is kept with the write."""
-        findings = (self.context.findings if self.context else None) or []
-        if any(line.startswith("HIGH ") for line in findings):
-            return "why approve past the HIGH finding, or reject"
+        """Approving past a HIGH or unchecked finding is an override: its reason is kept with the write."""
+        if self.is_override:
+            return f"why approve it anyway (at least {self.policy.min_reason_words} words), or reject"
         return "optional, recorded with a rejection"
 
     def _headline(self) -> Text | None:
@@ -153,6 +162,11 @@ class ApprovalScreen(ModalScreen[Approval | None]):
             with Horizontal(classes="approval-field"):
                 yield Label("reason", classes="approval-label")
                 yield Input(placeholder=self._reason_hint(), id="approval-reason", compact=True)
+            if self.is_override and self.context.password_needed:
+                with Horizontal(classes="approval-field"):
+                    yield Label("password", classes="approval-label")
+                    yield Input(placeholder="your password again, to override", password=True,
+                                id="approval-password", compact=True)
             with Horizontal(id="approval-buttons"):
                 yield Button("Approve (Ctrl+Y)", id="approve", variant="success", compact=True)
                 yield Button("Reject (Ctrl+R)", id="reject", variant="error", compact=True)
@@ -202,7 +216,18 @@ class ApprovalScreen(ModalScreen[Approval | None]):
                 "Not approved - fix the arguments: " + validation_message(exc))
             self.app.bell()
             return
-        self.dismiss(Approval(True, clean, self.reason()))
+        password = None
+        if self.is_override:
+            problems = [self.policy.reason_problem(self.reason())]
+            if self.context.password_needed:
+                password = self.query_one("#approval-password", Input).value or None
+                problems.append(None if password else "an override needs your password")
+            problems = [p for p in problems if p]
+            if problems:
+                self.query_one("#approval-error", Static).update("Not approved - " + "; ".join(problems))
+                self.app.bell()
+                return
+        self.dismiss(Approval(True, clean, self.reason(), password=password))
 
     def action_reject(self) -> None:
         # only the clinician's own words: the reason reaches synthesis as "Reason given: ..."

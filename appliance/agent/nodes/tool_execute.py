@@ -52,6 +52,7 @@ from pydantic import ValidationError
 
 from appliance.agent.state import AgentState, ToolResult
 from appliance.agent.write_audit import approval_record, record_rejection
+from appliance.safety.policy import Override, OverridePolicy, decide
 from appliance.tools.base import Approver, ToolBox, ToolOutcome
 from appliance.wording import plural
 from common.patient_ids import is_patient_id
@@ -335,7 +336,15 @@ def execute(
             return _with_safety(_error_result(tool, clean, "rejected_by_user", "the drug kept changing in approval"),
                                 report)
         waited = time.perf_counter() - asked
-        approved = approval_record(approval, report)
+        decision = None if report is None else decide(
+            report, True, Override(approval.override_reason, approval.reauthenticated), OverridePolicy.from_settings(),
+            how_to_override=HOW_TO_OVERRIDE)
+        if decision is not None and not decision.allowed:  # the one policy, whatever the door let through
+            refused = replace(approval, approved=False, reason=decision.message)
+            record_rejection(tools, tool, clean.get("patient_id"), refused, report, deadline)
+            return _with_safety(replace(_error_result(tool, clean, "rejected_by_user", decision.message),
+                                        approval_seconds=waited), report)
+        approved = approval_record(approval, decision)
     started = time.perf_counter()
     if tool in WRITE_TOOLS:  # one key per approved write: the record performs it at most once
         outcome: ToolOutcome = tools.call(tool, clean, deadline, idempotency_key=str(uuid.uuid4()), approval=approved)
@@ -386,6 +395,8 @@ def _readable(result) -> bool:
 
 PRESCRIBE = "prescribe_medication"
 MAX_APPROVAL_ROUNDS = 3
+# What a refusal by the safety policy tells the clinician to do (each door asks for the same).
+HOW_TO_OVERRIDE = "approve it again as an override, with a reason of real words and your password"
 # The safety gate: validated prescription arguments -> appliance.safety.SafetyReport.
 SafetyGate = Callable[[dict], Any]
 
