@@ -11,7 +11,7 @@ An import may not change what it reads unseen, any more than an allergy:
 |                       |                                                  | pregnancy-status observations 82810-3, 11449-6   |
 | creatinine            | renal rules (stand-in for eGFR)                  | observations 2160-0, 38483-4, 14682-9            |
 | potassium             | hyperkalaemia interactions                       | observations 2823-3, 6298-4                      |
-| body weight           | weight-based (mg/kg) doses                       | observations 29463-7, 3141-9                     |
+| body weight           | weight-based (mg/kg) doses                       | observations ``WEIGHT_LOINC`` or "weight" display|
 | QT / QTc interval     | QT-prolonging interactions                       | observations 8634-8, 8636-3                      |
 | INR                   | anticoagulant interactions                       | observations 6301-6, 34714-6, 46418-0            |
 | age, sex              | ``chart.patient_age``, sex rules                 | patients (identity: ``import_checks``)           |
@@ -25,7 +25,8 @@ Invariants:
   (``touch``) and compares it with the view after the whole import (``differences``): a value
   changed in place, a newer value that changes the latest, a condition resolved, moved, recoded,
   added. A patient the import itself created has no view before and is not compared. Values are
-  compared as stored, in the record's unit for their code (``units``).
+  compared as shown (to 4 decimals) in the record's unit for their code (``units``), so a
+  conversion's last digits are not a change.
 - The codes and displays here mirror ``appliance.safety.chart`` (which ``ehr_db`` may not
   import); a test holds them equal.
 """
@@ -42,12 +43,13 @@ from ehr_db.import_checks import Difference
 EGFR_LOINC = frozenset({"33914-3", "48642-3", "48643-1", "62238-1", "88293-6", "88294-4", "98979-8"})
 PREGNANCY_SNOMED = frozenset({"77386006"})
 CKD_SNOMED = frozenset({"709044004", "433144002", "431857002"})
-# kind -> (LOINC codes, display pattern or None). The display pattern is the gate's own (eGFR).
+WEIGHT_LOINC = frozenset({"29463-7", "3141-9", "3142-7", "8350-1", "8351-9"})
+# kind -> (LOINC codes, display pattern or None). The display patterns are the gate's own.
 LAB_KINDS: dict[str, tuple[frozenset[str], re.Pattern | None]] = {
     "eGFR": (EGFR_LOINC, re.compile(r"\begfr\b|glomerular filtration", re.I)),
     "creatinine": (frozenset({"2160-0", "38483-4", "14682-9"}), None),
     "potassium": (frozenset({"2823-3", "6298-4"}), None),
-    "body weight": (frozenset({"29463-7", "3141-9"}), None),
+    "body weight": (WEIGHT_LOINC, re.compile(r"^\s*(body )?weight\s*$", re.I)),
     "QT interval": (frozenset({"8634-8"}), None),
     "QTc interval": (frozenset({"8636-3"}), None),
     "INR": (frozenset({"6301-6", "34714-6", "46418-0"}), None),
@@ -134,7 +136,8 @@ class GateChange(Difference):
 def _same_lab(old: dict | None, new: dict | None) -> bool:
     if old is None or new is None:
         return old is new
-    same_value = (old["value_num"] == new["value_num"] if old["value_num"] is not None and new["value_num"] is not None
+    same_value = (_number(old["value_num"]) == _number(new["value_num"])
+                  if old["value_num"] is not None and new["value_num"] is not None
                   else old["value_num"] is None and new["value_num"] is None and old["value_text"] == new["value_text"])
     return same_value and (old["unit"] or "") == (new["unit"] or "")
 

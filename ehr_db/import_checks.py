@@ -132,7 +132,7 @@ LIMITS: dict[str, tuple[float, float, frozenset[str]]] = {
     "8310-5": (20.0, 46.0, _units("Cel", "°C", "C", "degC")),  # body temperature
     "59408-5": (10.0, 100.0, PERCENT),  # SpO2
     "29463-7": (0.2, 700.0, _units("kg")),  # body weight
-    "3141-9": (0.2, 700.0, _units("kg")),  # body weight, measured
+    **{code: (0.2, 700.0, _units("kg")) for code in ("3141-9", "3142-7", "8350-1", "8351-9")},  # other weights
     "8302-2": (20.0, 275.0, _units("cm")),  # body height
     "39156-5": (5.0, 250.0, _units("kg/m2")),  # BMI
 }

@@ -7,7 +7,8 @@ Invariants:
   the value and unit unchanged. A conversion never guesses: a unit it does not list is kept.
 - Every conversion is a standard, published factor (or the IFCC-NGSP master equation for
   HbA1c), monotonic increasing, so a reference range converts with the same function and an
-  H/L flag keeps its meaning.
+  H/L flag keeps its meaning. A converted value is rounded to 4 significant digits (no more
+  precision than the laboratory reported: 178.6 lb is 81.01 kg, not 81.0116...).
 - Units are compared case-insensitively, without spaces, with micro written as "u"; the UCUM
   code of a quantity counts as well as its human-readable unit.
 """
@@ -18,12 +19,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
+SIGNIFICANT_DIGITS = 4  # a converted value keeps no more precision than a lab reports
+
+
+def significant(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    """``value`` rounded to ``digits`` significant digits (0 stays 0)."""
+    return float(f"{value:.{digits}g}") if value else 0.0
+
+
 @dataclass(frozen=True)
 class Conversion:
     given: str  # the unit converted from, as UCUM-like text
     stored: str  # the unit the record keeps
-    convert: Callable[[float], float]
+    formula: Callable[[float], float]
     rule: str  # the factor or equation, as a reader checks it
+
+    def convert(self, value: float) -> float:
+        """``value`` in ``stored``, to ``SIGNIFICANT_DIGITS`` significant digits."""
+        return significant(self.formula(value))
 
 
 def _times(factor: float) -> Callable[[float], float]:
@@ -55,7 +68,7 @@ _GROUPS: list[tuple[tuple[str, ...], str, dict[tuple[str, ...], tuple[Callable[[
                           ("mmol/L",): (_times(1.6114), "g/dL = mmol/L x 1.6114")}),
     (("6690-2", "777-3"), "10^3/uL", {("10^9/L", "10*9/L", "/nL", "x10^9/L", "10e9/L"): (_times(1.0),
                                                                                     "10^3/uL = 10^9/L")}),
-    (("29463-7", "3141-9"), "kg", {("lb", "lbs", "[lb_av]", "pound", "pounds"): (_times(0.45359237),
+    (("29463-7", "3141-9", "3142-7", "8350-1", "8351-9"), "kg", {("lb", "lbs", "[lb_av]", "pound", "pounds"): (_times(0.45359237),
                                                                               "kg = lb x 0.45359237"),
                                    ("g",): (_times(0.001), "kg = g / 1000"),
                                    ("oz", "[oz_av]"): (_times(0.028349523125), "kg = oz x 0.028349523125")}),

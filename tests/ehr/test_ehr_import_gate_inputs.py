@@ -108,7 +108,7 @@ def test_pregnancy_resolved_stops_and_the_gate_still_sees_the_pregnancy(ehr_path
     (observation("new-k", "pat-015", "2823-3", 3.9, "mmol/L", "2026-11-01"), "latest potassium",
      "5.4 mmol/L (2026-10-06)", "3.9 mmol/L (2026-11-01)"),
     (observation("new-wt", "pat-015", "29463-7", 220, "lb", "2026-11-01", category="vital-signs"),
-     "latest body weight", "81 kg (2026-10-06)", "99.7903 kg (2026-11-01)"),
+     "latest body weight", "81 kg (2026-10-06)", "99.79 kg (2026-11-01)"),
     (observation("new-qtc", "pat-015", "8636-3", 430, "ms", "2026-11-01"), "latest QTc interval",
      None, "430 ms (2026-11-01)"),
     (observation("new-inr", "pat-015", "6301-6", 1.1, None, "2026-11-01"), "latest INR", None, "1.1 (2026-11-01)"),
@@ -125,8 +125,10 @@ def test_a_newer_value_that_changes_the_latest_stops(ehr_path, tmp_path, resourc
     observation("old-egfr", "pat-015", "33914-3", 95, "mL/min/1.73m2", "2020-01-01"),  # older: not the latest
     observation("pat-015-obs-4", "pat-015", "33914-3", 24, "mL/min/1.73m2", "2026-10-06"),  # the same value
     observation("new-hb", "pat-015", "718-7", 11.0, "g/dL", "2026-11-01"),  # not read by the gate
+    observation("pat-015-obs-12", "pat-015", "29463-7", 178.574, "lb", "2026-10-06",
+                category="vital-signs"),  # 81.0 kg as charted, given in lb
     condition("pat-015-new", "pat-015", "44054006", "Diabetes mellitus type 2", "active", "2026-11-01"),
-], ids=["older-value", "same-value", "other-lab", "other-condition"])
+], ids=["older-value", "same-value", "other-lab", "same-weight-in-lb", "other-condition"])
 def test_what_the_gate_does_not_read_imports_quietly(ehr_path, tmp_path, resource):
     report = import_fhir_bundle(ehr_path, bundle(tmp_path, resource))
     assert not report.differences
@@ -170,6 +172,10 @@ def test_the_codes_match_what_the_gate_reads():
     assert gate_inputs.EGFR_LOINC == gate_chart.EGFR_LOINC
     assert gate_inputs.PREGNANCY_SNOMED == gate_chart.PREGNANCY_SNOMED
     assert gate_inputs.CKD_SNOMED == set(gate_chart.CKD_SNOMED)
+    if hasattr(gate_chart, "WEIGHT_LOINC"):  # the gate's weight-based dose check
+        assert gate_chart.WEIGHT_LOINC <= gate_inputs.WEIGHT_LOINC
+    assert gate_inputs.lab_kind(None, "Body Weight") == gate_inputs.lab_kind(None, "weight") == "body weight"
+    assert gate_inputs.lab_kind(None, "Weight-for-length percentile") is None
     for display in ("Chronic kidney disease stage 3a", "End stage renal disease", "CKD", "Pregnancy, 12 weeks"):
         chart = {"active_problems": [{"display": display, "snomed_code": None}]}
         gate_reads = gate_chart.pregnancy_problem(chart) is not None or gate_chart.renal_status(chart).ckd_row
