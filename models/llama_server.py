@@ -21,6 +21,12 @@ Invariants:
   (terminals read it to know which profile answers), a key file when one is given (tests), no
   web UI, no prompt text in its log. A key made for one run goes in ``API_KEY_ENV`` instead,
   never on the command line (which every local user can read).
+- Threads: ``--threads`` (one-token steps) and ``--threads-batch`` (prefill, and the steps that
+  decode several slots at once) are fixed for the server's life; ``appliance serve`` chooses
+  them for the host (``appliance.llm.threads.host_threads``: one core left to the host's own
+  servers on 4 cores or more; ``APPLIANCE_N_THREADS`` overrides). Slots add no threads: the
+  running slots' tokens go into one batch each step, on the same threads, so ``--parallel``
+  above the core count costs no oversubscription.
 """
 
 from __future__ import annotations
@@ -66,7 +72,8 @@ class ServerSettings:
     port: int  # unused with a socket
     n_ctx: int  # per slot (the profile's context); the KV cache holds n_ctx x slots tokens
     slots: int = 4  # requests decoded side by side
-    threads: int | None = None
+    threads: int | None = None  # one-token steps; None: every core
+    threads_batch: int | None = None  # prefill and multi-slot steps; None: as ``threads``
     key_file: Path | None = None  # one API key per line; None: no key asked (loopback only)
     tls: tuple[Path, Path] | None = None  # (certificate, key)
     mmproj: Path | None = None  # the profile's vision projector, checked (models.projector); None: no images
@@ -76,7 +83,8 @@ def command(binary: Path, s: ServerSettings) -> list[str]:
     """llama-server's argv for ``s``."""
     argv = [str(binary), "--model", str(s.model), "--alias", s.alias, "--host", s.host, "--port", str(s.port),
             "--ctx-size", str(s.n_ctx * s.slots), "--parallel", str(s.slots),
-            "--threads", str(s.threads or max(1, os.cpu_count() or 1)), "--n-gpu-layers", "0",
+            "--threads", str(s.threads or max(1, os.cpu_count() or 1)),
+            "--threads-batch", str(s.threads_batch or s.threads or max(1, os.cpu_count() or 1)), "--n-gpu-layers", "0",
             "--no-webui", "--log-verbosity", "1", "--no-slots",
             # the full-size sliding-window cache, as llama.cpp's library default gives the in-process
             # model: a terminal's next request reuses every token the slot holds (the host's

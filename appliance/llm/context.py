@@ -12,7 +12,8 @@ Invariants:
 - Snapshots hold one sequence's KV cells only (no logits: a 262k-vocabulary logit row is
   1 MiB, and llama-cpp-python's own save_state copies a whole n_batch x n_vocab array). Their
   total size is bounded; the least recently used is dropped first.
-- Callers hold the model lock around everything here.
+- Callers hold the model lock around everything here; ``before_eval`` (when set) runs under it
+  before each evaluation, so the thread count can follow the machine's load within a call.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class PrefixCache:
         self._parts_cache: dict[Parts, list[int]] = {}
         self.eval_seconds = 0.0
         self.eval_calls = 0
+        self.before_eval = None  # called before every evaluation (the runtime's thread policy)
 
     # -- bookkeeping ------------------------------------------------------------------
     @property
@@ -88,6 +90,8 @@ class PrefixCache:
     def eval(self, tokens: list[int]) -> None:
         if not tokens:
             return
+        if self.before_eval is not None:
+            self.before_eval()
         started = time.perf_counter()
         self.llm.eval(tokens)
         self.eval_seconds += time.perf_counter() - started

@@ -16,6 +16,11 @@ Invariants:
 - Every prompt is fitted to the context before it is evaluated (``appliance.llm.fit``): the
   earlier exchanges go first, then long tool results are shortened; the question never is.
   Only the template's markers are tokenized as control tokens (``prompt.tokenize_parts``).
+- Threads follow the machine (``appliance.llm.threads``): at the start of every call and before
+  every evaluation, under the lock, the governor sets llama.cpp's decode and batch thread counts
+  to the cores free now (never more; the operator's ``n_threads`` is fixed when given). The
+  llama object's own ``n_threads``/``context_params`` say the same numbers, so a context made
+  from them (the batch runner's, the vision runtime's) starts with what is free.
 - This module sits above ``batch`` and ``vision``: they never import it.
 """
 
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 import codecs
 import logging
-import os
 import threading
 import time
 from pathlib import Path
@@ -41,6 +45,7 @@ from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import output_schema
 from appliance.llm.logs import quiet_llama_logs
 from appliance.llm.prompt import Message, render_parts, split_parts, tokenize_parts
+from appliance.llm.threads import Threads, ThreadGovernor, usable_cores
 from models.profiles import ModelProfile
 from models.projector import projector_problem
 from models.verify import verify_model_file
@@ -48,15 +53,19 @@ from models.verify import verify_model_file
 log = logging.getLogger(__name__)
 
 def load_llama(path: Path, n_ctx: int, n_threads: int | None = None):
-    """Open a verified GGUF with llama.cpp (imported here: it is heavy and optional for fakes)."""
+    """Open a verified GGUF with llama.cpp (imported here: it is heavy and optional for fakes);
+    ``n_threads`` for both decode and batch steps, else every usable core (the runtime's thread
+    governor sets the count per call)."""
     import llama_cpp
 
     quiet_llama_logs(llama_cpp)
+    threads = max(1, n_threads or usable_cores())
     try:
         return llama_cpp.Llama(
             model_path=str(path),
             n_ctx=n_ctx,
-            n_threads=n_threads or max(1, os.cpu_count() or 1),
+            n_threads=threads,
+            n_threads_batch=threads,
             n_batch=512,
             verbose=False,
         )
@@ -107,6 +116,17 @@ class LlamaModel:
         self._table: TokenTable | None = None
         self._backend = DecoderBackend(self.cache, self._llm.n_vocab())
         self._vision = None  # appliance.llm.vision.VisionRuntime, created by the first image
+        self.threads = ThreadGovernor(self._set_threads, override=n_threads)
+        self.cache.before_eval = self.threads.apply
+
+    def _set_threads(self, threads: Threads) -> None:
+        """llama.cpp's thread counts for the next steps (caller holds the lock)."""
+        import llama_cpp
+
+        llama_cpp.llama_set_n_threads(self._llm._ctx.ctx, threads.decode, threads.batch)
+        self._llm.n_threads, self._llm.n_threads_batch = threads.decode, threads.batch
+        self._llm.context_params.n_threads = threads.decode
+        self._llm.context_params.n_threads_batch = threads.batch
 
     @property
     def table(self) -> TokenTable:
@@ -173,6 +193,7 @@ class LlamaModel:
         derived = output_schema(schema)
         started = time.perf_counter()
         with self._lock:
+            self.threads.apply()
             table = self.table
             eval_before = self.cache.eval_seconds
             fitted = self._fit(node, messages, max_tokens)
@@ -201,6 +222,7 @@ class LlamaModel:
         grammar = self._grammar(schema)
         started = time.perf_counter()
         with self._lock:
+            self.threads.apply()
             fitted = self._fit(node, messages, max_tokens)
             # Token ids, not text: llama-cpp-python would parse special tokens in a text prompt.
             prompt = tokenize_parts(self.cache.raw_tokenize, render_parts(fitted.messages), bos=True)
@@ -253,6 +275,7 @@ class LlamaModel:
             raise GenerationCancelled(f"{vision.NODE}: cancelled before it started")
         started = time.perf_counter()
         with self._lock:
+            self.threads.apply()
             if self._vision is None:
                 self._vision = vision.VisionRuntime(self._llm, self.profile.mmproj_path(self.models_dir))
             table = self.table
@@ -293,7 +316,9 @@ class LlamaModel:
             if n_ctx_per_seq is None:
                 n_ctx_per_seq = self._slot_for(jobs)
             table = self.table
-            with BatchRunner(self._llm, table, parallel=parallel, n_ctx_per_seq=n_ctx_per_seq) as runner:
+            threads = self.threads.apply()  # a batch step holds several sequences: batch threads
+            with BatchRunner(self._llm, table, parallel=parallel, n_ctx_per_seq=n_ctx_per_seq,
+                             n_threads=threads.batch) as runner:
                 return runner.run(jobs, seed=seed)
 
     def _slot_for(self, jobs: Sequence[BatchJob]) -> int:
@@ -324,6 +349,7 @@ class LlamaModel:
         finish = "length"
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         with self._lock:
+            self.threads.apply()
             table = self.table
             eval_before = self.cache.eval_seconds
             fitted = self._fit(node, messages, max_tokens)
