@@ -20,7 +20,8 @@ An import may not change what it reads unseen, any more than an allergy:
 Invariants:
 - ``GateView`` of a patient is what the gate would read: per lab kind the latest row (newest
   ``effective_at``, first row on a tie, as the chart orders them) with its value and unit, and
-  each active (active, recurrence, relapse) pregnancy or kidney-disease condition.
+  each active (active, recurrence, relapse) pregnancy or kidney-disease condition. A latest
+  result taken back (entered-in-error, cancelled) is a change too, though the chart still lists it.
 - ``Guard`` takes a patient's view before the first row of that patient an import writes
   (``touch``) and compares it with the view after the whole import (``differences``): a value
   changed in place, a newer value that changes the latest, a condition resolved, moved, recoded,
@@ -56,6 +57,7 @@ LAB_KINDS: dict[str, tuple[frozenset[str], re.Pattern | None]] = {
     "pregnancy status": (frozenset({"82810-3", "11449-6"}), None),
 }
 ACTIVE_CONDITIONS = ("active", "recurrence", "relapse")
+WITHDRAWN = ("entered-in-error", "cancelled")  # an observation status that takes a result back
 _PREGNANT = re.compile(r"\bpregnan", re.I)
 _NOT_PREGNANT = re.compile(r"\bnot pregnant\b", re.I)
 _CKD = re.compile(r"chronic (kidney|renal) disease|\bckd\b|end stage (renal|kidney)|\besrd\b|\beskd\b", re.I)
@@ -90,7 +92,8 @@ def lab_words(row: dict | None) -> str | None:
         return None
     value = _number(row["value_num"]) if row.get("value_num") is not None else str(row.get("value_text"))
     unit = f" {row['unit']}" if row.get("unit") else ""
-    return f"{value}{unit} ({row.get('effective_at')})"
+    withdrawn = f", {row['status']}" if row.get("status") in WITHDRAWN else ""
+    return f"{value}{unit} ({row.get('effective_at')}{withdrawn})"
 
 
 def condition_words(row: dict | None) -> str | None:
@@ -110,7 +113,7 @@ class GateView:
 def gate_view(db: Database, patient_id: str) -> GateView:
     """What the gate would read of ``patient_id``'s record now."""
     labs: dict[str, dict] = {}
-    for row in db.query("SELECT id, loinc_code, display, value_num, value_text, unit, effective_at "
+    for row in db.query("SELECT id, loinc_code, display, value_num, value_text, unit, effective_at, status "
                         "FROM observations WHERE patient_id = ? ORDER BY effective_at DESC, rowid", [patient_id]):
         if row["value_num"] is None and row["value_text"] is None:
             continue
@@ -139,7 +142,8 @@ def _same_lab(old: dict | None, new: dict | None) -> bool:
     same_value = (_number(old["value_num"]) == _number(new["value_num"])
                   if old["value_num"] is not None and new["value_num"] is not None
                   else old["value_num"] is None and new["value_num"] is None and old["value_text"] == new["value_text"])
-    return same_value and (old["unit"] or "") == (new["unit"] or "")
+    return (same_value and (old["unit"] or "") == (new["unit"] or "")
+            and (old["status"] in WITHDRAWN) == (new["status"] in WITHDRAWN))
 
 
 def compare(db: Database, patient_id: str, before: GateView, after: GateView) -> list[GateChange]:

@@ -112,8 +112,11 @@ def test_pregnancy_resolved_stops_and_the_gate_still_sees_the_pregnancy(ehr_path
     (observation("new-qtc", "pat-015", "8636-3", 430, "ms", "2026-11-01"), "latest QTc interval",
      None, "430 ms (2026-11-01)"),
     (observation("new-inr", "pat-015", "6301-6", 1.1, None, "2026-11-01"), "latest INR", None, "1.1 (2026-11-01)"),
-], ids=["egfr-newer", "egfr-other-code", "creatinine-in-umol", "potassium", "weight-in-lb", "qtc", "inr"])
-def test_a_newer_value_that_changes_the_latest_stops(ehr_path, tmp_path, resource, field, old, new):
+    ({**EGFR_95, "valueQuantity": {"value": 24, "unit": "mL/min/1.73m2"}, "status": "entered-in-error"},
+     "latest eGFR", "24 mL/min/1.73m2 (2026-10-06)", "24 mL/min/1.73m2 (2026-10-06, entered-in-error)"),
+], ids=["egfr-newer", "egfr-other-code", "creatinine-in-umol", "potassium", "weight-in-lb", "qtc", "inr",
+        "egfr-entered-in-error"])
+def test_a_change_to_the_latest_value_stops(ehr_path, tmp_path, resource, field, old, new):
     before = tables(ehr_path)
     with pytest.raises(ImportNeedsAcceptance) as stopped:
         import_fhir_bundle(ehr_path, bundle(tmp_path, resource))
