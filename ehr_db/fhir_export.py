@@ -47,8 +47,8 @@ NOT_WRITES = ("fhir_import", "load_demo_patients", "refresh_demo_patients", BASE
 EXPORTED = {"medication_requests": "MedicationRequest", "allergy_intolerances": "AllergyIntolerance",
             "document_references": "DocumentReference"}
 CURSOR_FORMAT = "appliance-ehr-export-cursor/1"
-# The order-change columns the record may have (``PRAGMA table_info``): FHIR field -> names tried.
-REPLACES_COLUMNS = ("replaces_id", "replaces", "prior_order_id", "supersedes_id", "previous_order_id")
+# The column naming the order a change replaced, where the record has it.
+REPLACES_COLUMNS = ("replaces_id",)
 
 
 class ExportError(EhrError):
@@ -175,13 +175,11 @@ def _structured(row: dict) -> dict:
     """The order's own sig fields, where the record has them (as-needed, its indication, the
     maximum, the duration), for ``fhir_export_resources.dosage``."""
     out: dict = {}
-    for name in ("as_needed", "prn"):
-        if row.get(name) is not None:
-            out["as_needed"] = bool(row[name])
-    for name in ("as_needed_for", "prn_reason", "as_needed_reason", "indication"):
-        if row.get(name):
-            out["as_needed_for"] = str(row[name])
-    for name in ("max_dose", "maximum", "max_per_period", "max_dose_text"):
+    if row.get("as_needed") is not None:
+        out["as_needed"] = bool(row["as_needed"])
+    if row.get("as_needed_for"):
+        out["as_needed_for"] = str(row["as_needed_for"])
+    for name in ("max_per_period",):
         if row.get(name):
             out["max_text"] = f"max {row[name]}" if not str(row[name]).lower().startswith("max") else str(row[name])
             out["max_per_period"] = _ratio(str(row[name]))
@@ -191,6 +189,9 @@ def _structured(row: dict) -> dict:
     for name in ("duration", "duration_text"):
         if row.get(name):
             out["duration_text"] = str(row[name])
+            found = re.search(r"(\d+)\s*(day|week|wk|d\b)", str(row[name]), re.IGNORECASE)
+            if found and "duration_days" not in out:
+                out["duration_days"] = int(found.group(1)) * (1 if found.group(2).lower().startswith("d") else 7)
     return out
 
 

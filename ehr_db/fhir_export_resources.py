@@ -22,12 +22,13 @@ Invariants:
 from __future__ import annotations
 
 import base64
+import json
 import re
 import uuid
 from typing import Any
 
 from ehr_db.codes import LOINC_SYSTEM, RXNORM_SYSTEM
-from ehr_db.fhir_mapping import NOTE_TYPES_BY_LOINC, SIG_URL, TEST_DATA_LABEL
+from ehr_db.fhir_mapping import NOTE_TYPES_BY_LOINC, SIG_COLUMNS, SIG_URL, TEST_DATA_LABEL
 
 PATIENT_ID_SYSTEM = "urn:clinical-appliance:patient-id"
 RESOURCE_ID_SYSTEM = "urn:clinical-appliance:resource-id"
@@ -163,15 +164,31 @@ def dosage(row: dict, structured: dict) -> dict | None:
     timing = {"repeat": repeat, "code": {"text": frequency}} if (repeat or frequency) else None
     text = " ".join(t for t in (dose, frequency, structured.get("max_text"), structured.get("duration_text")) if t)
     maximum = structured.get("max_per_period")
-    return _clean({
+    kept = [{"url": c, "valueInteger" if isinstance(row[c], int) else "valueString": row[c]}
+            for c in SIG_COLUMNS if row.get(c) is not None]  # as the record holds them, for an appliance
+    read = _clean({
         "extension": [{"url": SIG_URL, "extension": [{"url": "dose", "valueString": dose},
-                                                     {"url": "frequency", "valueString": frequency}]}],
+                                                     {"url": "frequency", "valueString": frequency}, *kept]}],
         "text": text, "timing": timing,
         **({"asNeededCodeableConcept": {"text": reason}} if as_needed and reason else
            {"asNeededBoolean": True} if as_needed else {}),
         "doseAndRate": [_dose(dose)] if _dose(dose) else [],
         "maxDosePerPeriod": maximum,
     })
+    own = _json_object(row.get("dosage_instruction"))  # the order's own structured sig wins
+    if own:
+        if any(k.startswith("asNeeded") for k in own):
+            read = {k: v for k, v in read.items() if not k.startswith("asNeeded")}
+        read = {**read, **own, "extension": read["extension"] + list(own.get("extension") or [])}
+    return read
+
+
+def _json_object(text: Any) -> dict | None:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def medication_request(row: dict, subject: str, demo: bool, structured: dict, replaces: str | None) -> dict:
@@ -185,6 +202,8 @@ def medication_request(row: dict, subject: str, demo: bool, structured: dict, re
         "note": [{"text": row["notes"]}] if row.get("notes") else [],
         "dosageInstruction": [dosage(row, structured)],
         "priorPrescription": {"reference": replaces} if replaces else None,
+        "statusReason": {"text": row.get("status_reason")},
+        "dispenseRequest": _json_object(row.get("dispense_request")),
     })
 
 

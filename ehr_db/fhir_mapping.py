@@ -45,6 +45,11 @@ NOTE_TYPES_BY_LOINC = {
 # An appliance's export (``fhir_export_resources``): a dosageInstruction extension holding the
 # dose and frequency exactly as written, and the label its synthetic demo patients carry.
 SIG_URL = "urn:clinical-appliance:fhir:sig"
+# The order columns that extension also carries as the record held them (an order's whole sig and
+# its changes); each comes back only when the extension names it.
+SIG_COLUMNS = ("as_needed", "as_needed_for", "max_per_period", "duration", "quantity", "refills",
+               "dosage_instruction", "dispense_request", "replaces_id", "status_reason", "status_changed_at",
+               "status_changed_by")
 TEST_DATA_LABEL = {"system": "http://terminology.hl7.org/CodeSystem/v3-ActReason", "code": "HTEST"}
 
 
@@ -129,7 +134,8 @@ def _appliance_sig(dosage: dict) -> dict | None:
     """The dose and frequency as an appliance wrote them (its export's ``SIG_URL``), or None."""
     for ext in dosage.get("extension") or []:
         if isinstance(ext, dict) and ext.get("url") == SIG_URL:
-            return {e.get("url"): e.get("valueString") for e in ext.get("extension") or [] if isinstance(e, dict)}
+            return {e.get("url"): e.get("valueString", e.get("valueInteger")) for e in ext.get("extension") or []
+                    if isinstance(e, dict)}
     return None
 
 
@@ -245,6 +251,7 @@ def medication_row(r: dict, resolve: Resolver, medications: dict[str, dict]) -> 
         "author": (r.get("requester") or {}).get("display"),
         "authored_at": r["authoredOn"],
         "source": "fhir",
+        **{k: v for k, v in (sig or {}).items() if k in SIG_COLUMNS},
     }
 
 

@@ -54,6 +54,14 @@ def _edge() -> Iterator[None]:
         raise RecordCommandError(f"cannot use {exc.filename or 'the path given'}: {exc.strerror}") from None
 
 
+def _readable(path: str, *, folder_ok: bool = False) -> Path:
+    """A path the user named, refused in one line (exit 2) before it is opened when it is
+    missing or not a regular file (``common.user_files``: a FIFO would wait forever)."""
+    from common.user_files import regular_file
+
+    return regular_file(path, RecordCommandError, folder_ok=folder_ok)
+
+
 def _repository():
     from ehr_db.repository import EhrRepository
 
@@ -61,8 +69,9 @@ def _repository():
 
 
 def cmd_audit_verify(args) -> int:
+    backups = tuple(_readable(p, folder_ok=True) for p in args.backups or ())
     with _edge():
-        verdict = _repository().verify_audit(tuple(Path(p) for p in args.backups or ()))
+        verdict = _repository().verify_audit(backups)
     if args.json:
         print(json.dumps(verdict.to_json(), indent=2))
     else:
@@ -153,7 +162,7 @@ def cmd_ehr_backup(args) -> int:
 
     if args.verify:
         with _edge():
-            check = verify_backup(Path(args.path))
+            check = verify_backup(_readable(args.path, folder_ok=True))
         print_report(check, args.json)
         return 0 if check.ok else 1
     with _edge():
@@ -169,7 +178,7 @@ def cmd_ehr_import(args) -> int:
     from ehr_db.errors import ImportNeedsAcceptance
 
     try:
-        print_report(run_import("ehr", "fhir", Path(args.path), accept_changes=args.accept_changes), args.json)
+        report = run_import("ehr", "fhir", Path(args.path), accept_changes=args.accept_changes)
     except ImportFailed as exc:
         cause = exc.cause
         if isinstance(cause, ImportNeedsAcceptance):
@@ -180,6 +189,10 @@ def cmd_ehr_import(args) -> int:
                 print(f"the import of {args.path} stopped before writing; it would change:")
                 print("\n".join(f"  {change}" for change in changes))
         raise
+    print_report(report, args.json)
+    if report.skipped and not (report.created or report.updated or report.unchanged):
+        raise RecordCommandError(f"nothing was imported from {args.path}: every resource in it was skipped "
+                                 "(the reasons are listed above)")
     return 0
 
 
@@ -190,7 +203,7 @@ def cmd_ehr_restore(args) -> int:
     path = locations.ehr_db_path()
     locations.private_dir(path.parent)
     with _edge():
-        report = restore(path, Path(args.path), actor=operator_name())
+        report = restore(path, _readable(args.path), actor=operator_name())
     print_report(report, args.json)
     return 0
 
@@ -214,7 +227,7 @@ def cmd_ehr_export(args) -> int:
 
 
 def cmd_ehr_export_key(args) -> int:
-    """``ehr export-key``: the public key a receiving site checks exports with (PEM on stdout, or --out)."""
+    """``ehr export-key``: the public key a receiving site checks exports with (PEM on stdout, or FILE)."""
     from ehr_db import signing
 
     path = locations.export_public_key_path()
@@ -246,7 +259,7 @@ def cmd_ehr_verify_export(args) -> int:
 
     key = Path(args.key) if args.key else locations.export_public_key_path()
     with _edge():
-        check = verify_export(Path(args.path), key)
+        check = verify_export(_readable(args.path), _readable(str(key)) if args.key else key)
     print_report(check, args.json)
     return 0 if check.ok else 1
 
@@ -300,7 +313,8 @@ def register(tree: Tree) -> None:
     options.json_output(export, "print the export's report as one JSON object")
     export_key = ehr.command("export-key", "print the public key a receiving site checks exports with",
                              cmd_ehr_export_key)
-    export_key.add_argument("--out", metavar="FILE", help="write the PEM to FILE instead of stdout")
+    export_key.add_argument("out", metavar="FILE", nargs="?", help="write the PEM to FILE (a new file) instead of "
+                                                                   "stdout")
     options.json_output(export_key, "print the key, its fingerprint and algorithm as one JSON object")
     verify_export = ehr.command("verify-export", "check an export against its manifest and signature; exit 1 "
                                                  "naming the problem", cmd_ehr_verify_export)
