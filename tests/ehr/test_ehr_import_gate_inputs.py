@@ -191,3 +191,25 @@ def test_the_chart_the_gate_reads_is_unchanged_by_a_stopped_import(ehr_path, rep
     with pytest.raises(ImportNeedsAcceptance):
         import_fhir_bundle(ehr_path, bundle(tmp_path, EGFR_95, PREGNANCY_RESOLVED))
     assert EhrRepository(ehr_path).get_patient_chart("pat-015") == chart
+
+
+def test_isotretinoin_for_pat_008_stays_a_high_pregnancy_finding_until_the_change_is_accepted(ehr_path, repo,
+                                                                                             tmp_path):
+    from appliance.safety import StoreKnowledge, check_prescription
+    from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
+
+    ensure_knowledge(tmp_path / "knowledge.sqlite")
+    knowledge = StoreKnowledge(tmp_path / "knowledge.sqlite")
+    try:
+        def pregnancy_findings() -> set[str]:
+            report = check_prescription("isotretinoin", repo.get_patient_chart("pat-008"), knowledge,
+                                        dosage="40 mg", frequency="once daily")
+            return {f.severity for f in report.findings if f.kind == "pregnancy"}
+
+        with pytest.raises(ImportNeedsAcceptance):
+            import_fhir_bundle(ehr_path, bundle(tmp_path, PREGNANCY_RESOLVED))
+        assert "high" in pregnancy_findings()
+        import_fhir_bundle(ehr_path, bundle(tmp_path, PREGNANCY_RESOLVED), accept_changes=True)
+        assert "high" not in pregnancy_findings()  # what the gate reads changed only once accepted
+    finally:
+        knowledge.close()
