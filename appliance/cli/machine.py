@@ -52,6 +52,10 @@ def cmd_bench(args) -> int:
         except ValueError:
             raise ApplianceError(f"--terminals takes counts separated by commas (e.g. 1,2,4), not {args.terminals!r}") from None
         return run_clinic_bench(settings_from(args), terminals, args.turns, args.json)
+    if args.what == "contention":
+        from appliance.bench.contention import run_contention_bench
+
+        return run_contention_bench(settings_from(args), args.turns, args.with_host, args.json)
     if args.what == "tools":
         from appliance.bench.tools import run_tool_bench
 
@@ -93,9 +97,11 @@ def register(tree: Tree) -> None:
     options.json_output(smoke)
 
     bench = tree.command("bench", "figures and ratios (prints, asserts nothing)", cmd_bench)
-    bench.add_argument("what", nargs="?", choices=("decoding", "tools", "clinic"), default="decoding",
+    bench.add_argument("what", nargs="?", choices=("decoding", "tools", "clinic", "contention"), default="decoding",
                        help="decoding: model calls and turns (default); tools: MCP tool latency over stdio; "
-                            "clinic: turn latency with terminals sharing one clinic host")
+                            "clinic: turn latency with terminals sharing one clinic host; contention: the same "
+                            "turns idle and beside busy processes the bench starts (1 and cores-1 CPU-bound, "
+                            "one second model process)")
     options.model(bench)
     bench.add_argument("--calls", type=int, default=50, help="tools: calls per tool")
     bench.add_argument("--concepts", type=int, default=100_000, help="tools: size of the synthetic UMLS database")
@@ -103,7 +109,10 @@ def register(tree: Tree) -> None:
                        help="tools: size of the synthetic trial cache (0 skips the trial-search section)")
     options.json_output(bench)
     bench.add_argument("--terminals", default="1,2,4", help="clinic: concurrent terminals, e.g. 1,2,4")
-    bench.add_argument("--turns", type=int, default=3, help="clinic: turns per terminal (the three paths in turn)")
+    bench.add_argument("--turns", type=int, default=3, help="clinic: turns per terminal; contention: turns per "
+                                                            "condition (the three paths in turn)")
+    bench.add_argument("--with-host", action="store_true",
+                       help="contention: the same conditions through a clinic host (appliance serve on loopback) too")
     bench.add_argument("--rounds", type=int, default=3, help="turns per path")
     bench.add_argument("--repeats", type=int, default=3, help="repeats per decoder comparison")
     bench.add_argument("--criteria", type=int, default=16,
