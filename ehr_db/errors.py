@@ -47,3 +47,21 @@ class ImportNeedsAcceptance(BundleError):
                          "gate reads); nothing was imported. Check "
                          "the differences, then run again with --accept-changes to apply them")
         self.differences = differences
+
+
+class OrderNotFound(EhrError):
+    """No order of the named drug is in a status the change applies to."""
+
+    def __init__(self, medication_name: str, statuses: tuple[str, ...]):
+        super().__init__(f"no {' or '.join(statuses)} order of this drug")
+        self.medication_name = medication_name
+        self.statuses = statuses
+
+
+class AmbiguousOrder(EhrError):
+    """Two or more orders of the named drug match a change; the change must name one (order_id)."""
+
+    def __init__(self, medication_name: str, count: int):
+        super().__init__(f"{count} orders of this drug match")
+        self.medication_name = medication_name
+        self.count = count

@@ -344,6 +344,34 @@ def m007_row_digests(db: Database) -> None:
     custody.baseline(db)
 
 
+# Columns of an order's whole sig and of its changes (``m008_order_sig_and_changes``).
+ORDER_COLUMNS = (
+    ("as_needed", "INTEGER"),            # 1: as needed (PRN); 0: scheduled; NULL: not read
+    ("as_needed_for", "TEXT"),           # what it is needed for, as written ("pain")
+    ("max_per_period", "TEXT"),          # the maximum as written ("max 4 g/day")
+    ("duration", "TEXT"),                # as written ("x 7 days")
+    ("quantity", "TEXT"),                # to dispense, as written ("#30")
+    ("refills", "INTEGER"),
+    ("dosage_instruction", "TEXT"),      # JSON: FHIR MedicationRequest.dosageInstruction[0]
+    ("dispense_request", "TEXT"),        # JSON: FHIR MedicationRequest.dispenseRequest
+    ("replaces_id", "TEXT"),             # the order this one replaced (a change or renewal)
+    ("status_reason", "TEXT"),           # why the status last changed ("bleeding", "replaced")
+    ("status_changed_at", "TEXT"),
+    ("status_changed_by", "TEXT"),
+)
+
+
+@migration
+def m008_order_sig_and_changes(db: Database) -> None:
+    """An order's whole sig kept as read (as needed and what for, the maximum, duration,
+    quantity, refills, and the FHIR-shaped dosage instruction and dispense request), and its
+    changes: the order a change or renewal replaced, and why and when a status changed (held,
+    stopped, completed). Added as NULL columns, so rows written before keep their digests."""
+    for name, kind in ORDER_COLUMNS:
+        db.execute(f"ALTER TABLE medication_requests ADD COLUMN {name} {kind}")
+    db.execute("CREATE INDEX idx_medication_requests_patient_status ON medication_requests (patient_id, status)")
+
+
 def applied_migrations(db: Database) -> list[str]:
     return sqlite.applied_migrations(db, STORE)
 

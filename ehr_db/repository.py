@@ -40,7 +40,7 @@ from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, read_snapshot, write_transaction
 from ehr_db import audit as audit_chain
-from ehr_db import custody, heads, validation
+from ehr_db import custody, heads, order_changes, validation
 from ehr_db.codes import rxnorm_for
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.migrations import migrate
@@ -185,6 +185,7 @@ class EhrRepository:
                 "synthetic_demo_record": p["source"] == "demo",
                 "active_problems": self._problems(db, pid),
                 "medications": self._medications(db, pid),
+                "past_medications": order_changes.past_orders(db, pid),
                 "allergies": self._allergies(db, pid),
                 "labs": self._results(db, pid, "laboratory"),
                 "vitals": self._results(db, pid, "vital-signs"),
@@ -206,7 +207,8 @@ class EhrRepository:
     def _medications(db: Database, pid: str) -> list[dict]:
         rows = db.query(
             """SELECT id, medication_name, rxnorm_code, dosage, frequency, status, authored_at,
-                      author, notes FROM medication_requests
+                      author, notes, as_needed, as_needed_for, max_per_period, duration, replaces_id,
+                      status_reason FROM medication_requests
                WHERE patient_id = ? AND status IN ('active', 'on-hold', 'draft')
                ORDER BY authored_at DESC, medication_name""",
             [pid],
@@ -312,8 +314,10 @@ class EhrRepository:
 
     def prescribe_medication(self, patient_id: str, medication_name: str, dosage: str,
                              frequency: str, notes: str | None = None, *, author: str,
-                             idempotency_key: str | None = None, approval: dict | None = None) -> str:
-        """Create an active medication order; returns its id (the first one's, for a repeated key)."""
+                             idempotency_key: str | None = None, approval: dict | None = None,
+                             sig: dict | None = None) -> str:
+        """Create an active medication order; returns its id (the first one's, for a repeated key).
+        ``sig``: the order's structured sig (``order_changes.sig_columns``), kept beside its text."""
         pid = validation.patient_id(patient_id)
         args = {
             "medication_name": validation.required_text("medication_name", medication_name, 200),
@@ -325,6 +329,7 @@ class EhrRepository:
         record = {
             **args,
             "rxnorm_code": rxnorm_for(args["medication_name"]),
+            **order_changes.sig_columns(sig),
             "status": "active",
             "intent": "order",
             "author": who,

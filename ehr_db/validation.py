@@ -54,14 +54,18 @@ _BASE = "|".join(
         rf"q\s*{_INTERVAL}",
         r"q\.?d\.?|b\.?i\.?d\.?|t\.?i\.?d\.?|q\.?i\.?d\.?|qhs|qam|qpm|qod|qw|qwk|hs|stat",
         r"once|one time|single dose",
-        r"prn|as needed|at bedtime|in the morning|in the evening|at night",
+        r"(?:prn|as needed)(?:\s+(?:for\s+)?[a-z][a-z ]{0,30}?)?|at bedtime|in the morning|in the evening|at night",
         r"before meals|after meals|with meals",
     )
 )
+# After a frequency: "PRN" and what for ("prn pain", "as needed for sleep"), and a maximum per
+# day as written ("max 4 g/day", "PRN max 12/day").
+_MAX_PER_DAY = (r"(?:max(?:imum)?\.?|not to exceed|no more than|up to)\s*(?:of\s*)?\d+(?:[.,]\d+)?\s*"
+                r"(?:[a-z]+\s*)?(?:/|per|a|in)\s*(?:day|d|24\s*h(?:ours|rs|r)?)")
 _QUALIFIER = (
-    r"(?:\s+(?:prn|as needed(?:\s+for\s+[a-z][a-z ]{0,30})?|with (?:meals|food)|"
+    r"(?:,?\s+(?:(?:prn|as needed)(?:\s+(?:for\s+)?[a-z][a-z ]{0,30}?)?|with (?:meals|food)|"
     r"before (?:meals|breakfast|bedtime)|after meals|at bedtime|in the morning|"
-    r"in the evening|at night))*"
+    rf"in the evening|at night|{_MAX_PER_DAY}))*"
 )
 FREQUENCY_RE = re.compile(rf"(?:{_BASE}){_QUALIFIER}", re.IGNORECASE)
 

@@ -8,7 +8,7 @@ import importlib
 import pytest
 from fastmcp import Client
 
-from mcp_servers.contracts import APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS
+from mcp_servers.contracts import APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, SIG, SIG_TOOLS, TOOL_SERVERS, WRITE_TOOLS
 
 SERVERS = sorted({s for s in TOOL_SERVERS.values() if s != "local"}) + ["umls"]
 
@@ -39,6 +39,7 @@ def test_server_tools_match_the_contracts(server):
         contract = ARG_SCHEMAS[name].model_json_schema()
         # A write tool has two parameters more, set by code and never by the model.
         extra = [IDEMPOTENCY_KEY, APPROVAL] if name in WRITE_TOOLS else []
+        extra += [SIG] if name in SIG_TOOLS else []  # and an order's sig, also set by code
         assert list(schema["properties"]) == list(contract["properties"]) + extra, name
         assert IDEMPOTENCY_KEY not in schema.get("required", []), name
         assert APPROVAL not in schema.get("required", []), name

@@ -162,7 +162,7 @@ def test_an_old_record_without_digests_verifies_with_a_note(tmp_path):
     assert verdict.ok and verdict.clinical_rows is None
     assert any("has no row digests yet" in n and "`appliance init` adds them" in n for n in verdict.notes)
     db = common_sqlite.connect(path)
-    assert migrate(db) == ["m007_row_digests"]
+    assert migrate(db) == ["m007_row_digests", "m008_order_sig_and_changes"]
     db.close()
     verdict = EhrRepository(path).verify_audit()
     assert verdict.ok and verdict.clinical_rows == 1 and verdict.rows == 2

@@ -11,7 +11,9 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from mcp_servers.ehr import server as ehr
-from mcp_servers.contracts import APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error
+from mcp_servers.contracts import (
+    APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, SIG, SIG_TOOLS, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error,
+)
 
 EHR_TOOLS = sorted(t for t, server in TOOL_SERVERS.items() if server == "ehr")
 
@@ -43,6 +45,8 @@ def test_tools_match_the_contracts(server):
         if name in WRITE_TOOLS:  # set by the agent's code, never by the model: not in ARG_SCHEMAS
             assert actual["properties"].pop(IDEMPOTENCY_KEY)["anyOf"][1] == {"type": "null"}, name
             assert actual["properties"].pop(APPROVAL)["anyOf"][1] == {"type": "null"}, name
+        if name in SIG_TOOLS:  # the order's sig as code read it: set by code too
+            assert actual["properties"].pop(SIG)["anyOf"][1] == {"type": "null"}, name
         assert list(actual["properties"]) == list(expected["properties"]), name
         assert actual["properties"] == expected["properties"], name
         assert actual["required"] == expected["required"], name
