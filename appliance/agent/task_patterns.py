@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
-from appliance.agent.write_requests import ALLERGY, NOTE, PRESCRIBE, write_requests
+from appliance.agent.write_requests import ALLERGY, CHANGE, NOTE, PRESCRIBE, STATUS, write_requests
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,8 @@ PRESCREEN = Step(
 READS = (SEARCH, CHART, INTERACTION, SAFETY, LITERATURE, TRIALS, TRIAL_DETAILS, PRESCREEN)
 WRITES = {
     PRESCRIBE: Step("prescribe", PRESCRIBE, "write the prescription"),
+    CHANGE: Step("change_order", CHANGE, "change the medication order"),
+    STATUS: Step("order_status", STATUS, "stop, hold, resume or renew the medication order"),
     ALLERGY: Step("allergy", ALLERGY, "record the allergy"),
     NOTE: Step("clinical_note", NOTE, "save the note"),
 }

@@ -15,19 +15,31 @@ Invariants:
   "resume", ...) followed by a treatment and a dose ("start metformin 500 mg twice daily",
   "order amoxicillin 500mg TID"); an order verb with no dose after a word ("order a CBC", "give
   me her chart", "start a new session") is not one.
-- A message that is an order and nothing else ("amoxicillin 500 mg PO TID x 7 days": a
-  treatment, a dose and a frequency, no question mark, no question word first) is a
-  prescription too, as a written order line is on a ward.
+- A message that is an order and nothing else ("amoxicillin 500 mg PO TID x 7 days", "augmentin
+  875 bid", "acetaminophen 650 mg PRN max 12/day": a treatment, a dose with or without its unit,
+  and a frequency or "PRN", no question mark, no question word first) is a prescription too, as
+  a written order line is on a ward.
+- A change to an order on the chart is asked for by a change verb (``medication.changes``:
+  increase, titrate, change, stop, d/c, hold, resume, renew, refill, continue, ...) opening a
+  clause and followed by a drug the recogniser knows, or a misspelling of one (for the
+  question "did you mean ...?"): a new dose or frequency is ``change_medication_order``; stop,
+  hold, resume and renew are ``update_medication_status``. "switch to <drug>", and restarting
+  or continuing a drug with a new dose and frequency, are new prescriptions.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 from appliance.agent.dictation import instruction_text
-from appliance.medication.order_words import AMOUNT_RE, FREQUENCY_RES
+from appliance.medication.changes import change_verb, read_change
+from appliance.medication.names import DrugRecogniser
+from appliance.medication.order_words import AMOUNT_RE, AS_NEEDED_RE, FREQUENCY_RES
+from appliance.medication.spelling import suggestion
 
 PRESCRIBE, ALLERGY, NOTE = "prescribe_medication", "add_allergy", "save_clinical_note"
+CHANGE, STATUS = "change_medication_order", "update_medication_status"
 
 # Lead-ins that keep a clause imperative; "should I" / "is it" / "what if" do not.
 _LEAD = r"(?:(?:please|kindly|now|also|then|and|ok|okay|so)\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|go ahead and\s+|i(?:'d| would)? (?:like|want) (?:you )?to\s+|let's\s+)*"
@@ -49,13 +61,24 @@ _NOT_A_NAME = frozenset("""what how is are was were can could should would does 
     taking took on last latest recent current previous""".split())
 
 
+_BARE_NUMBER = re.compile(r"(?<![\w.\-/,])\d+(?:\.\d+)?(?![\w.%/\-])")
+
+
+def _sig_follows(text: str) -> bool:
+    """A frequency the order parser reads (``FREQUENCY_RES``) or "PRN" in ``text``."""
+    return any(rx.search(text) for rx, _ in FREQUENCY_RES) or bool(AS_NEEDED_RE.search(text))
+
+
 def _named_amount(text: str, lead_words: int) -> re.Match | None:
-    """The first amount (the order parser's ``AMOUNT_RE``: "500 mg", "2 puffs", "50/1000 mg")
-    when ``lead_words`` words and then one to four words of a treatment's name stand before it
+    """The first amount (the order parser's ``AMOUNT_RE``: "500 mg", "2 puffs", "50/1000 mg"),
+    or a number with no unit followed by a frequency or "PRN" ("augmentin 875 bid"), when
+    ``lead_words`` words and then one to four words of a treatment's name stand before it
     ("order 2 units" has no name before its amount)."""
     amount = AMOUNT_RE.search(text)
     if amount is None:
-        return None
+        amount = _BARE_NUMBER.search(text)
+        if amount is None or not _sig_follows(text[amount.end():]):
+            return None
     words = text[:amount.start()].split()
     names = words[lead_words:]
     if not 1 <= len(names) <= 4 or not all(re.fullmatch(r"[a-z][\w\-/]*", w, re.I) for w in names):
@@ -70,7 +93,7 @@ def _is_order_line(text: str) -> bool:
     amount = _named_amount(text, 0)
     if amount is None or "?" in text or set(text[:amount.start()].lower().split()) & _NOT_A_NAME:
         return False
-    return any(rx.search(text[amount.end():]) for rx, _ in FREQUENCY_RES)
+    return _sig_follows(text[amount.end():])
 
 
 def _clauses(text: str) -> list[str]:
@@ -82,6 +105,10 @@ def write_requests(text: str) -> tuple[str, ...]:
     head = instruction_text(text)
     wanted: dict[str, None] = {}
     for clause in _clauses(head):
+        changed = change_request(clause)
+        if changed is not None:
+            wanted.setdefault(changed, None)
+            continue
         for tool, rule in _RULES:
             if rule.match(clause):
                 if tool == PRESCRIBE and not _names_a_treatment(clause):
@@ -94,6 +121,33 @@ def write_requests(text: str) -> tuple[str, ...]:
     if re.match(_LEAD + r"(?:save|write|add|document|record|file|create)\b[^:]*\bnote\s*:", text.strip(), re.IGNORECASE):
         wanted.setdefault(NOTE, None)
     return tuple(wanted)
+
+
+@functools.cache
+def drug_names() -> DrugRecogniser:
+    """The bundled drug recogniser (dictionary and overlay), built once per process."""
+    return DrugRecogniser()
+
+
+def change_request(clause: str) -> str | None:
+    """The write tool a clause opening with a change verb asks for (see the module docstring),
+    or None: no change verb, or no drug (nor a misspelt one) after it."""
+    opened = change_verb(clause)
+    if opened is None:
+        return None
+    action, verb = opened
+    drugs = drug_names()
+    change = read_change(clause, drugs)
+    if change is None:
+        words = re.findall(r"[A-Za-z][A-Za-z\-]+", clause[verb.end():])[:3]
+        return (CHANGE if action == "change" else STATUS) if any(suggestion(w, drugs) for w in words) else None
+    if change.switch_to:
+        return PRESCRIBE if _named_amount(change.order.text, 0) is not None or change.order.dose else None
+    if action == "change":
+        return CHANGE
+    if action in ("resume", "renew") and change.order.dose is not None and change.order.frequency_text:
+        return PRESCRIBE  # "restart metformin 500 mg bid": an order in full
+    return STATUS
 
 
 def _names_a_treatment(clause: str) -> bool:

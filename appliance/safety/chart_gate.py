@@ -26,11 +26,16 @@ class ChartSafetyGate:
         self._tools = tools
         self._deadline = deadline
 
-    def __call__(self, args: dict) -> SafetyReport:
+    def __call__(self, args: dict, *, replacing=None) -> SafetyReport:
+        """``replacing``: for a change of an order on the chart, (chart, args) -> (the chart
+        without that order, the prescription the change makes), applied to the chart read."""
         drug = str(args.get("medication_name") or "")
         try:
             outcome = self._tools.call("get_patient_chart", {"patient_id": args.get("patient_id")}, self._deadline)
             chart = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
+            if replacing is not None:
+                chart, args = replacing(chart, args)
+                drug = str(args.get("medication_name") or "")
             report = check_prescription(drug, chart, ToolBoxKnowledge(self._tools, self._deadline),
                                         dosage=args.get("dosage"), frequency=args.get("frequency"))
             return replace(report, chart=chart or None)

@@ -8,7 +8,7 @@ import uuid
 from appliance.agent.nodes import synthesize
 from appliance.agent.nodes.tool_execute import execute, unknown_write_message
 from appliance.tools.base import ToolOutcome, approve_all
-from mcp_servers.contracts import ARG_SCHEMAS, IDEMPOTENCY_KEY
+from mcp_servers.contracts import ARG_SCHEMAS, IDEMPOTENCY_KEY, SIG
 from tests.agent.helpers import state
 
 ARGS = {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily",
@@ -30,6 +30,8 @@ def test_each_approved_write_gets_a_fresh_key_outside_the_models_arguments():
     for _ in range(2):
         assert execute("prescribe_medication", dict(ARGS), box, approve_all, 5.0).error_type is None
     (_, args1, key1), (_, args2, key2) = box.calls
+    sig = args1.pop(SIG)  # the sig code read from the approved words, beside the contract's arguments
+    assert args2.pop(SIG) == sig and sig["dosage_instruction"]["doseAndRate"][0]["doseQuantity"]["value"] == 500
     assert args1 == args2 == ARGS and IDEMPOTENCY_KEY not in args1  # the contract's arguments only
     assert key1 != key2 and uuid.UUID(key1) and uuid.UUID(key2)
     assert IDEMPOTENCY_KEY not in ARG_SCHEMAS["prescribe_medication"].model_fields

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from appliance.agent.nodes.prompting import conversation
+from appliance.agent.orders import misspelt_drug
+from appliance.agent.write_requests import drug_names
 from appliance.agent.nodes.router import Limits, task_status
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node
@@ -53,6 +55,9 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
     label = last.tool_label if last else "request"
     if etype == "multiple_patient_matches":
         return ErrorDecision("ask_user", "several patients match", "I found several patients matching that name. Which patient did you mean?")
+    if etype == "missing_required_args" and (typo := misspelt_drug(state.user_query, drug_names())):
+        return ErrorDecision("ask_user", "the drug's name is not one code knows",
+                             f"'{typo[0]}' is not a drug name I know: did you mean {typo[1]}?")
     if etype == "missing_required_args":
         fields = ", ".join(f.replace("_", " ") for f in last.missing_fields) or "more details"
         if "patient_id" in last.missing_fields:

@@ -14,6 +14,7 @@ PROMPT_TOOLS: tuple[str, ...] = tuple(sorted(ARG_SCHEMAS))
 TOOL_EXAMPLES: dict[str, str] = {
     "add_allergy": "Add a sulfa allergy with rash for pat-003.",
     "analyze_medical_image": "What does this chest X-ray show?",
+    "change_medication_order": "Increase metformin to 1000 mg twice daily for pat-004.",
     "check_drug_interactions": "Can I give clarithromycin to someone on simvastatin?",
     "check_drug_safety": "Boxed warnings for amiodarone?",
     "find_clinical_trials": "Recruiting trials for mesothelioma?",
@@ -24,6 +25,7 @@ TOOL_EXAMPLES: dict[str, str] = {
     "save_clinical_note": "Save a note for pat-001: doing well.",
     "search_medical_literature": "Evidence for SGLT2 inhibitors in heart failure?",
     "search_patient": "Find the patient Ana Lopez.",
+    "update_medication_status": "Stop the warfarin for pat-005: bleeding.",
 }
 
 

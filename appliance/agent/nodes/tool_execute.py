@@ -50,10 +50,12 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from appliance.agent.order_gate import ORDER_TOOLS, gate_write, implied_dosage_said, with_sig
 from appliance.agent.state import AgentState, ToolResult
 from appliance.agent.write_audit import approval_record, record_rejection
 from appliance.safety.policy import Override, OverridePolicy, decide
 from appliance.tools.base import Approver, ToolBox, ToolOutcome
+from appliance.tools.host_refusal import HOST_REFUSALS
 from appliance.wording import plural
 from common.patient_ids import is_patient_id
 from mcp_servers.contracts import ARG_SCHEMAS, NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, WRITE_TOOLS, drugs_not_found
@@ -80,13 +82,18 @@ ERROR_TEMPLATES = {
 # fill every field, so a value nobody said would otherwise reach the approval dialog).
 GROUNDED_WRITE_FIELDS = {
     "prescribe_medication": ("medication_name", "dosage", "frequency"),
+    "change_medication_order": ("medication_name", "dosage", "frequency"),
+    "update_medication_status": ("medication_name",),
     "add_allergy": ("substance", "reaction"),
 }
 # Write fields of free text, and how many words in a row copied from what the model read (and
 # the clinician did not type) make a copy: short enough for an instruction, long enough that a
 # dictated note sharing a phrase with the chart ("type 2 diabetes") is not one.
-FREE_TEXT_FIELDS = {"prescribe_medication": ("notes",), "save_clinical_note": ("note_text",)}
+FREE_TEXT_FIELDS = {"prescribe_medication": ("notes",), "save_clinical_note": ("note_text",),
+                    "change_medication_order": ("reason",), "update_medication_status": ("reason",)}
 COPIED_RUN = 4
+# Grounded fields a change may leave null: the order keeps its own value.
+NULLABLE_GROUNDED = {"change_medication_order": ("dosage", "frequency")}
 _WORD_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _ID_WORD_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 # Failures the server itself reported: its write transaction rolled back, so nothing was written
@@ -202,7 +209,9 @@ def ungrounded_fields(tool: str, args: dict, clinician_text: str, drugs_named: t
     named = {tuple(words(g)) for g in drugs_named}
     return [
         f for f in GROUNDED_WRITE_FIELDS.get(tool, ())
-        if not said_by_clinician(str(args.get(f) or ""), clinician_text)
+        if not (args.get(f) is None and f in NULLABLE_GROUNDED.get(tool, ()))  # kept as charted
+        and not said_by_clinician(str(args.get(f) or ""), clinician_text)
+        and not (f == "dosage" and implied_dosage_said(str(args.get(f) or ""), clinician_text))
         and not (f in DRUG_FIELDS and tuple(words(str(args.get(f) or ""))) in named)
     ]
 
@@ -251,6 +260,8 @@ def _error_result(tool: str, args: dict, error_type: str, raw: str | None, field
         message = not_in_database_message(tool, args, raw)
     if error_type == "rejected_by_user" and raw and raw.strip():
         message += f" Reason given: {raw.strip().rstrip('.')}."
+    if error_type == "service_unavailable" and raw in HOST_REFUSALS:  # the terminal can act on it: say it
+        message = f"{message.rstrip('.')}: {raw}."
     if tool in WRITE_TOOLS and error_type in SERVER_REFUSALS:
         message += " The record was not changed."
     invalid = error_type == "invalid_args"
@@ -307,7 +318,7 @@ def execute(
         unsaid = ungrounded_fields(tool, clean, said, drugs_named) + copied_fields(tool, clean, said, read)
         if unsaid:
             return _error_result(tool, clean, "missing_required_args", "values not given by the clinician", unsaid)
-    if known_drug is not None and tool == PRESCRIBE and not known_drug(clean["medication_name"]):
+    if known_drug is not None and tool in ORDER_TOOLS and not known_drug(clean["medication_name"]):
         return _error_result(tool, clean, "missing_required_args", "not a drug name the appliance knows",
                              ["medication_name"])
     waited = None
@@ -316,7 +327,7 @@ def execute(
     if tool in WRITE_TOOLS:
         asked = time.perf_counter()
         for _ in range(MAX_APPROVAL_ROUNDS):
-            report = safety_gate(clean) if safety_gate is not None and tool == PRESCRIBE else None
+            report = gate_write(tool, clean, safety_gate)
             approval = approver(tool, dict(clean), safety=report)
             if not approval.approved:
                 waited = time.perf_counter() - asked
@@ -347,7 +358,8 @@ def execute(
         approved = approval_record(approval, decision)
     started = time.perf_counter()
     if tool in WRITE_TOOLS:  # one key per approved write: the record performs it at most once
-        outcome: ToolOutcome = tools.call(tool, clean, deadline, idempotency_key=str(uuid.uuid4()), approval=approved)
+        outcome: ToolOutcome = tools.call(tool, with_sig(tool, clean), deadline, idempotency_key=str(uuid.uuid4()),
+                                          approval=approved)
     else:
         outcome = tools.call(tool, clean, deadline)
     seconds = time.perf_counter() - started

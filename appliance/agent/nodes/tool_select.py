@@ -25,6 +25,7 @@ import json
 from appliance.agent.dictation import instruction_text
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
+from appliance.agent.order_calls import ORDER_TOOLS, order_call
 from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
@@ -143,17 +144,9 @@ def _code_call(state: AgentState, drugs: DrugRecogniser | None) -> tuple[str, di
     patient = code_patient(state)
     if tool == "get_patient_chart" and patient and not any(r.tool_name == tool for r in state.tool_results):
         return tool, {"patient_id": patient}, True, "the clinician asked about this patient's chart"
-    if tool != PRESCRIBE or drugs is None or any(r.tool_name == PRESCRIBE for r in state.tool_results):
+    if tool not in ORDER_TOOLS or drugs is None or any(r.tool_name == tool for r in state.tool_results):
         return None
-    read = prescription_from_words(state, drugs)
-    if read is None:
-        return None
-    args, order = read
-    notes = [t for t in (order.route_text, order.max_per_day.text if order.max_per_day else None,
-                         order.duration_text) if t]
-    args["notes"] = "; ".join(notes) or None
-    complete = all(args.get(k) for k in ("patient_id", "medication_name", "dosage", "frequency"))
-    return PRESCRIBE, args, complete, "the clinician's words give the order in full"
+    return order_call(state, tool, drugs)
 
 
 def run(state: AgentState, model: LanguageModel, drugs: DrugRecogniser | None = None) -> tuple[dict, dict]:
