@@ -179,7 +179,7 @@ def dosage(row: dict, structured: dict) -> dict | None:
     if own:
         if any(k.startswith("asNeeded") for k in own):
             read = {k: v for k, v in read.items() if not k.startswith("asNeeded")}
-        read = {**read, **own, "extension": read["extension"] + list(own.get("extension") or [])}
+        read = _clean({**read, **own, "extension": read["extension"] + list(own.get("extension") or [])})
     return read
 
 

@@ -175,3 +175,54 @@ def test_an_invalid_bundle_is_refused_before_anything_is_written(home, record, t
     with pytest.raises(ExportError, match="does not validate as FHIR R4.*recordedDate"):
         export(home, tmp_path / "out.json")
     assert list(tmp_path.glob("out.json*")) == [] and not (home / "export-cursor.json").exists()
+
+
+PARSED_SIG = {  # the order parser's shapes (appliance/medication/sig.py) for "oxycodone 5-10 mg po q4-6h prn pain"
+    "as_needed": True, "as_needed_for": "pain", "max_per_period": "max 40 mg/day", "duration": "x 5 days",
+    "quantity": "#30", "refills": 0,
+    "dosage_instruction": {
+        "text": "oxycodone 5-10 mg po q4-6h prn pain", "route": {"text": "po"},
+        "timing": {"repeat": {"frequency": 1, "period": 4.0, "periodMax": 6.0, "periodUnit": "h",
+                              "boundsDuration": {"value": 5, "unit": "d", "system": "http://unitsofmeasure.org",
+                                                 "code": "d"}}, "code": {"text": "q4-6h prn pain"}},
+        "asNeededCodeableConcept": {"text": "pain"},
+        "doseAndRate": [{"doseRange": {"low": {"value": 5, "unit": "mg"}, "high": {"value": 10, "unit": "mg"}}}],
+        "maxDosePerPeriod": {"numerator": {"value": 40, "unit": "mg"},
+                             "denominator": {"value": 1, "unit": "d", "system": "http://unitsofmeasure.org",
+                                             "code": "d"}}},
+    "dispense_request": {"quantity": {"value": 30}, "numberOfRepeatsAllowed": 0,
+                         "expectedSupplyDuration": {"value": 5, "unit": "d"}},
+}
+
+
+def test_an_orders_own_structured_sig_goes_out_and_comes_back_exactly(home, tmp_path):
+    import sqlite3
+
+    from ehr_db.fhir_import import import_fhir_bundle
+    from ehr_db.setup import ensure_database
+
+    path = make_home(home)
+    order = EhrRepository(path).prescribe_medication("pat-003", "oxycodone", "5-10 mg po", "q4-6h prn pain",
+                                                     author="ada", approval=approved("oxycodone"), sig=PARSED_SIG)
+    data = bundle(export(home, tmp_path / "out.json").path)
+    Bundle.model_validate(data)
+    (request,) = of_type(data, "MedicationRequest")
+    sig = request["dosageInstruction"][0]
+    assert sig["timing"]["repeat"]["periodMax"] == 6.0 and sig["route"] == {"text": "po"}
+    assert sig["asNeededCodeableConcept"] == {"text": "pain"} and "asNeededBoolean" not in sig
+    assert request["dispenseRequest"]["numberOfRepeatsAllowed"] == 0
+    other = tmp_path / "other.sqlite"
+    ensure_database(other, load_demo=False)
+    import_fhir_bundle(other, tmp_path / "out.json")
+
+    def row(db_path):
+        conn = sqlite3.connect(db_path)
+        conn.row_factory = sqlite3.Row
+        try:
+            return {k: v for k, v in dict(conn.execute("SELECT * FROM medication_requests WHERE id = ?",
+                                                       [order]).fetchone()).items() if k != "source"}
+        finally:
+            conn.close()
+
+    assert row(other) == row(path)
+    assert json.loads(row(other)["dosage_instruction"]) == PARSED_SIG["dosage_instruction"]
