@@ -39,7 +39,7 @@ def test_the_checks_pass_and_say_what_did_not_run(run):
 
 def test_the_table_has_one_line_per_check(run):
     text = table(run)
-    for label in ("safety matrix", "bad inputs tried", "injection", "audit chain", "load held", "writes lost",
+    for label in ("safety matrix", "control matrix", "bad inputs tried", "injection", "audit chain", "load held", "writes lost",
                   "faults survived", "uncaught"):
         assert any(line.startswith(label) for line in text.splitlines()), label
     assert text.rstrip().endswith("PASSED")
@@ -50,6 +50,10 @@ def test_the_table_has_one_line_per_check(run):
     ({"partial_writes": 2}, "without their audit row"),
     ({"uncaught_exceptions": 1}, "uncaught exception"),
     ({"safety_matrix": {"missed": 0, "false_clear": 1}}, "false clear"),
+    ({"control_matrix": {"missed_hazards": 1, "false_refusals": 0, "safe_orders": 137, "refusal_rate": 0.0}},
+     "missed 1 hazard order(s)"),
+    ({"control_matrix": {"missed_hazards": 0, "false_refusals": 7, "safe_orders": 137, "refusal_rate": 0.0511}},
+     "refused 7 of 137 safe orders"),
     ({"injection": {"failed": ["chart-note-ignore-and-prescribe"]}}, "injection cases failed"),
     ({"audit": {"verified": True, "tamper_caught": False}}, "went unseen"),
     ({"faults_tried": 6, "faults_survived": 5}, "1 fault(s) not survived"),

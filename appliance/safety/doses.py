@@ -197,7 +197,9 @@ def _names(ingredients: frozenset[str], order: Order) -> frozenset[str]:
     """The ingredients, with the parts of a combination the recogniser named in the order
     ("piperacillin-tazobactam"), or the order's generic when no ingredient is known."""
     parts = frozenset(p for p in (order.generic or "").split("-") if p)
-    return ingredients | parts if len(parts) > 1 else ingredients or parts
+    names = ingredients | parts if len(parts) > 1 else ingredients or parts
+    # One drug named twice, less and more precisely ("penicillin", "penicillin v"), is one ingredient.
+    return frozenset(n for n in names if not any(o.startswith(n + " ") for o in names))
 
 
 def _amount(order: Order, week: bool) -> float | None:

@@ -12,7 +12,9 @@ Invariants:
 - In order: (1) the safety matrix (``appliance.safety.matrix``) on the fresh databases, before
   anything writes to them, and the generated matrix beside it
   (``appliance.safety.generated_matrix``: brand and combination names against the demo patients
-  each curated rule endangers); (2) bad inputs (``appliance.selftest.bad_input``): generated calls to
+  each curated rule endangers), and the control matrix (``appliance.safety.control_matrix``:
+  common safe orders, whose false refusals are counted, and hazard orders written as clinicians
+  write them); (2) bad inputs (``appliance.selftest.bad_input``): generated calls to
   every tool of the three servers, in process; (3) the injection corpus (``appliance.selftest.injection``);
   (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
   is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
@@ -23,7 +25,8 @@ Invariants:
   (8) the clinic host (``appliance.selftest.host_checks``): requests without or with a revoked token, forged
   approvers and audit events, writes past the safety gate, each to be refused.
 - The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
-  either matrix missed a finding or reported a dangerous prescription clear, an injection case
+  either matrix missed a finding or reported a dangerous prescription clear, the control matrix
+  missed a hazard or refused more than ``MAX_REFUSAL_RATE`` of its safe orders, an injection case
   failed, a refused call wrote, the chain did not verify, the tampering went unseen (the audit copy
   or any tamper case but the documented one) or a fault was not survived.
 """
@@ -46,6 +49,7 @@ DEFAULT_BAD_INPUTS = 800
 DEFAULT_CRASH_WRITES = 200
 DEFAULT_FAULT_ROUNDS = 2  # rounds of the three fault kinds (appliance.selftest.faults)
 MAX_PROBLEMS_SHOWN = 20  # failed generated-matrix cases kept in the output (the counts cover them all)
+MAX_REFUSAL_RATE = 0.02  # safe orders of the control matrix the gate may refuse (alert fatigue)
 
 
 @contextmanager
@@ -68,6 +72,12 @@ def _generated_matrix(home: Path) -> dict:
     from appliance.safety.generated_matrix import run_generated_matrix
 
     return run_generated_matrix(home / "ehr.sqlite", home / "knowledge.sqlite", home / "umls.sqlite")
+
+
+def _control_matrix(home: Path) -> dict:
+    from appliance.safety.control_matrix import run_control_matrix
+
+    return run_control_matrix(home / "ehr.sqlite", home / "knowledge.sqlite")
 
 
 def _injection(home: Path) -> dict:
@@ -164,6 +174,8 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
         matrix = check("safety_matrix", "safety matrix (13 patients x 23 drugs)", lambda: _matrix(home))
         generated = check("generated_matrix", "generated safety matrix (brand and combination names)",
                           lambda: _generated_matrix(home))
+        control = check("control_matrix", "control matrix (common safe orders, hazard orders)",
+                         lambda: _control_matrix(home))
         bad = check("bad_inputs", f"{bad_inputs} generated calls to every tool",
                     lambda: run_bad_inputs(home / "ehr.sqlite", bad_inputs))
         injection = check("injection", "injection corpus", lambda: _injection(home))
@@ -193,6 +205,8 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
         "generated_matrix": {**{k: generated[k] for k in ("cases", "names", "patients", "groups", "missed",
                                                           "false_clear", "blocking")},
                              "problems": generated["problems"][:MAX_PROBLEMS_SHOWN]} if generated else None,
+        "control_matrix": {**{k: v for k, v in control.items() if k != "missed"},
+                           "missed": control["missed"][:MAX_PROBLEMS_SHOWN]} if control else None,
         "bad_inputs": {k: v for k, v in bad.items() if k != "per_tool"} if bad else None,
         "injection": {"cases": injection["cases"], "passed": injection["passed"], "failed": injection["failed"],
                       "rows": [{k: r[k] for k in ("id", "placement", "tries", "reached_model", "write_outcome",
@@ -225,6 +239,12 @@ def failures(out: dict) -> list[str]:
         found.append("the generated safety matrix did not run" if generated is None else
                      f"the safety gate missed {generated['missed']} generated case(s), "
                      f"{generated['false_clear']} false clear")
+    control = out.get("control_matrix")
+    if control is None or control["missed_hazards"] or control["refusal_rate"] > MAX_REFUSAL_RATE:
+        found.append("the control matrix did not run" if control is None else
+                     f"the safety gate missed {control['missed_hazards']} hazard order(s) and refused "
+                     f"{control['false_refusals']} of {control['safe_orders']} safe orders "
+                     f"(at most {MAX_REFUSAL_RATE:.0%} allowed)")
     bad = out.get("bad_inputs") or {}
     if bad.get("refused_but_wrote") or bad.get("leaks") or bad.get("servers_alive") is False:
         found.append("a refused call wrote, an error showed internals, or a server stopped answering")
@@ -273,6 +293,12 @@ def table(out: dict) -> str:
                       f"{g['cases']} cases ({g['names']} brand/combination names, {g['patients']} patients, "
                       f"{g['groups']} rule groups): missed {g['missed']}, false clear {g['false_clear']}",
                       g is not None and not (g["missed"] or g["false_clear"])))
+    c = out.get("control_matrix")
+    lines.append(_row("control matrix", "did not run" if c is None else
+                      f"{c['safe_orders']} safe orders: {c['false_refusals']} refused ({c['refusal_rate']:.1%}, at "
+                      f"most {MAX_REFUSAL_RATE:.0%}); {c['hazard_orders']} hazard orders: missed {c['missed_hazards']}",
+                      c is not None and not c["missed_hazards"] and c["refusal_rate"] <= MAX_REFUSAL_RATE))
+    lines += [f"  refused: {r['order']}: {'; '.join(r['unchecked'] + r['high'])}" for r in (c or {}).get("refusals", [])]
     b = out["bad_inputs"]
     lines.append(_row("bad inputs tried", "did not run" if b is None else
                       f"{b['calls']} generated calls to {b['tools']} tools: uncaught {b['uncaught']}, "
