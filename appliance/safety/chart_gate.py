@@ -37,7 +37,8 @@ class ChartSafetyGate:
                 chart, args = replacing(chart, args)
                 drug = str(args.get("medication_name") or "")
             report = check_prescription(drug, chart, ToolBoxKnowledge(self._tools, self._deadline),
-                                        dosage=args.get("dosage"), frequency=args.get("frequency"))
+                                        dosage=args.get("dosage"), frequency=args.get("frequency"),
+                                        notes=args.get("notes"))
             return replace(report, chart=chart or None)
         except (ApplianceError, SafetyLookupError, OSError, TimeoutError):
             return not_run(drug)

@@ -17,8 +17,13 @@ Invariants:
   worst reason wins, the others go in its evidence with the numbers and the row's source.
 - Limits are adult limits, compared in mg. A charted product counts towards the day's (week's)
   total when it shares the ingredient and is given by a route the row covers. A combination is
-  checked per ingredient only when its strength is written one part per ingredient, in the
-  order its name as written lists them ("hydrocodone/acetaminophen 5/325 mg").
+  checked per ingredient when its strength is written one part per ingredient, in the order its
+  name as written lists them ("hydrocodone/acetaminophen 5/325 mg"), or as its product's
+  convention reads it (``combinations``: "Augmentin 875 mg", "Percocet 5/325 mg").
+- Given the patient (``patient=``: age and charted weight), a dose per kg, and a child's dose,
+  is also checked per kg (``weight.check_part``); the adult limits stay the absolute ones.
+- A dose below the usual one over ``UNIT_SLIP`` (scaled down by a child's weight) is a likely
+  unit slip: high, like a dose above the maximum.
 - With no route given and limits that differ by route, the most permissive row is used and the
   evidence says so: a dose above it is above the limit by every route.
 - Pure over its inputs; no logging (orders and charts are patient data).
