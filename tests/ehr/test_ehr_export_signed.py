@@ -160,3 +160,17 @@ def test_a_key_others_may_read_is_refused(appliance_home, tmp_path, capsys):
     assert main(["ehr", "export", str(tmp_path / "out.json")]) == 2
     assert "may be read by others" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_folder_gets_a_named_export_and_the_cursor_follows(appliance_home, tmp_path, capsys):
+    afternoon(make_home(appliance_home))
+    usb = tmp_path / "usb"
+    usb.mkdir()
+    assert main(["ehr", "export", str(usb), "--since-export", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["writes"] == 6 and first["path"].startswith(str(usb / "ehr-export-"))
+    assert main(["ehr", "verify-export", first["path"]]) == 0
+    capsys.readouterr()
+    again = tmp_path / "again.json"
+    assert main(["ehr", "export", str(again), "--since-export", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["writes"] == 0
