@@ -94,6 +94,20 @@ def _median(values) -> float:
     return round(statistics.median(values), 4) if values else 0.0
 
 
+# Knowledge questions as clinicians write them, run with no overrides: the route is whatever
+# the agent decides (code or model), so their model calls and turn times are the agent's own.
+KNOWLEDGE_QUESTIONS = ("Check FDA warnings for dofetilide", "does warfarin interact with ibuprofen?",
+                       "what is metformin used for?", "any trials for lung cancer")
+PATHS = ("DIRECT", "SINGLE_TOOL", "MULTI_TOOL", "KNOWLEDGE")
+
+
+def _turn_plan(round_: int) -> list[tuple[str, str, dict]]:
+    """(path, query, overrides) for one round: the three scripted paths, then one knowledge
+    question (a different one each round, in turn)."""
+    plan = [(path, *_path_overrides(path)) for path in PATHS[:3]]
+    return plan + [("KNOWLEDGE", KNOWLEDGE_QUESTIONS[round_ % len(KNOWLEDGE_QUESTIONS)], {})]
+
+
 def run_turns(model, tools, settings: Settings, rounds: int):
     from appliance.agent.graph import Agent
     from appliance.tools.base import deny_all
@@ -101,8 +115,7 @@ def run_turns(model, tools, settings: Settings, rounds: int):
     turns = []
     drugs = None
     for r in range(rounds):
-        for path in ("DIRECT", "SINGLE_TOOL", "MULTI_TOOL"):
-            query, overrides = _path_overrides(path)
+        for path, query, overrides in _turn_plan(r):
             rec = RecordingModel(model, overrides)
             agent = Agent(rec, tools, settings, deny_all, drugs=drugs)
             drugs = agent.drugs
@@ -110,7 +123,8 @@ def run_turns(model, tools, settings: Settings, rounds: int):
             result = agent.run_turn(query)
             wall = time.perf_counter() - started
             answer = next((e.output for e in result.trace if e.node == "SYNTHESIZE"), {})
-            turns.append({"round": r, "path": path, "wall": wall, "nodes": result.path, "calls": rec.calls,
+            turns.append({"round": r, "path": path, "query": query, "wall": wall, "nodes": result.path,
+                          "calls": rec.calls, "model_calls": len(rec.calls),
                           "withheld": bool(answer.get("withheld")), "fallback": bool(answer.get("fallback_used"))})
     return turns
 
@@ -168,7 +182,10 @@ def summarize(turns, comparison, model, snapshots: dict) -> dict:
         for node, cs in per_node.items()
     }
     # warm turns only: the first round also builds the token table and the prefix snapshots
-    paths = {p: _median(t["wall"] for t in later if t["path"] == p) for p in ("DIRECT", "SINGLE_TOOL", "MULTI_TOOL")}
+    paths = {p: _median(t["wall"] for t in later if t["path"] == p) for p in PATHS}
+    calls_per_turn = {p: _median(t["model_calls"] for t in turns if t["path"] == p) for p in PATHS}
+    knowledge = [{"query": t["query"], "wall_s": round(t["wall"], 3), "model_calls": t["model_calls"],
+                  "nodes": t["nodes"]} for t in turns if t["path"] == "KNOWLEDGE"]
     prefill = sum(c.prefill_tokens for t in later for c in t["calls"])
     dynamic = sum(c.prompt_tokens - c.static_tokens for t in later for c in t["calls"])
     outside = [(t["wall"] - sum(c.eval_seconds for c in t["calls"])) / t["wall"] for t in later]
@@ -187,6 +204,10 @@ def summarize(turns, comparison, model, snapshots: dict) -> dict:
         "model": model.profile_name,
         "nodes": nodes,
         "paths_median_turn_s": paths,
+        "paths_median_model_calls_per_turn": calls_per_turn,
+        "median_turn_s": _median(t["wall"] for t in later),
+        "median_model_calls_per_turn": _median(t["model_calls"] for t in turns),
+        "knowledge_turns": knowledge,
         "comparison": comparison,
         "raw": {"fast_total_s": round(sum(fast), 3), "unconstrained_total_s": round(sum(free), 3),
                 "llama_grammar_total_s": round(sum(grammar), 3), "prefill_tokens_after_first_round": prefill,
@@ -210,7 +231,11 @@ def print_table(report: dict) -> None:
     a = report["answers"]
     print(f"\nanswers: {a['turns']} turns, {a['withheld_by_fact_guard']} withheld by the fact guard, "
           f"{a['replaced_by_findings']} replaced by the findings")
-    print("\nmedian turn time: " + ", ".join(f"{p} {s:.2f} s" for p, s in report["paths_median_turn_s"].items()))
+    print("\nmedian turn time: " + ", ".join(f"{p} {s:.2f} s" for p, s in report["paths_median_turn_s"].items())
+          + f"; all turns {report['median_turn_s']:.2f} s")
+    print("median model calls per turn: " + ", ".join(
+        f"{p} {n:g}" for p, n in report["paths_median_model_calls_per_turn"].items())
+          + f"; all turns {report['median_model_calls_per_turn']:g}")
     print(f"\n{'node / schema':40} {'tokens':>6} {'fast s':>7} {'free s':>7} {'grammar s':>9} {'f/free':>7} {'f/gram':>7}")
     for r in report["comparison"]:
         print(f"{r['node'] + ' / ' + r['schema']:40} {r['output_tokens']:6d} {r['fast_s']:7.3f} {r['unconstrained_s']:7.3f} "
