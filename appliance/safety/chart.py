@@ -19,7 +19,9 @@ from typing import Any
 from appliance.safety.classes import RXNORM_TO_INGREDIENT, fold
 from appliance.safety.ingredients import ingredients_of
 
-ACTIVE_MEDICATION_STATUSES = ("active", "on-hold", "draft")
+# Only an active order counts: a held, stopped or completed one is listed apart on the chart
+# (``past_medications``, or its status) and is checked again when it is resumed or renewed.
+ACTIVE_MEDICATION_STATUSES = ("active",)
 PREGNANCY_SNOMED = frozenset({"77386006"})  # Pregnancy
 # SNOMED CT CKD concepts in the EHR's catalogue, with the lowest eGFR of their stage band
 # (None: stage not given).
@@ -178,7 +180,8 @@ def body_weight(chart: dict) -> Weight | None:
     """The latest body weight on the chart (vitals, else labs) in kg, or None when none is
     charted or its unit is not a mass code can convert (a weight is never guessed)."""
     rows = [r for r in _rows(chart, "vitals") + _rows(chart, "labs")
-            if str(r.get("loinc_code") or "") in WEIGHT_LOINC or re.fullmatch(r"(body )?weight", fold(r.get("display")))]
+            if str(r.get("loinc_code") or "") in WEIGHT_LOINC
+            or re.fullmatch(r"(body )?weight", fold(r.get("display")))]
     for row in sorted(rows, key=lambda r: str(r.get("effective_at") or ""), reverse=True):
         value = _number(row.get("value"))
         factor = WEIGHT_UNIT_KG.get(str(row.get("unit") or "kg").strip().lower())

@@ -31,8 +31,8 @@ from appliance.safety.classes import (
 from appliance.safety.ingredients import ingredients_of
 from appliance.safety.report import SEVERITIES, Finding
 from appliance.safety.rules import (
-    AFTER_TONSILLECTOMY, AFTER_TONSILLECTOMY_AGE, BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC, PAEDIATRIC_AGE,
-    PAEDIATRIC_NOTE, PREGNANCY, RENAL, RENAL_EXEMPT, RENAL_NEEDS_EGFR,
+    AFTER_TONSILLECTOMY, AFTER_TONSILLECTOMY_AGE, BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC,
+    PAEDIATRIC_AGE, PAEDIATRIC_NOTE, PREGNANCY, RENAL, RENAL_EXEMPT, RENAL_NEEDS_EGFR,
 )
 from mcp_servers.knowledge.names import lookup_keys
 

@@ -14,7 +14,8 @@ drug, the chart's medications and its allergens alike; every ingredient goes thr
 Invariants:
 - Pure over its inputs apart from the ``knowledge`` calls: one ``drug_safety`` call plus one per
   ingredient the answer for the whole name does not cover (at most four; more are reported as
-  unchecked), or per ingredient of a combination it knows as a whole (at most four), at most one ``drug_synonym`` call (only for a name nothing else resolves), and one
+  unchecked), or per ingredient of a combination it knows as a whole (at most four), at most
+  one ``drug_synonym`` call (only for a name nothing else resolves), and one
   ``interactions`` call per five looked-up names per generic the data knows (a medication the
   data does not know by name is looked up again by its ingredients).
 - A drug the local data does not know, or knows only some ingredients of, is reported as such
@@ -54,7 +55,8 @@ MAX_INGREDIENT_LOOKUPS = 4  # a combination product's ingredients looked up one 
 # Ingredients given only inside a product with their partner, with no label of their own
 # (beta-lactamase and dehydropeptidase inhibitors): the partner's data covers the product.
 COMPANIONS = {"clavulanate": "amoxicillin", "tazobactam": "piperacillin", "sulbactam": "ampicillin",
-              "avibactam": "ceftazidime", "vaborbactam": "meropenem", "relebactam": "imipenem", "cilastatin": "imipenem"}
+              "avibactam": "ceftazidime", "vaborbactam": "meropenem", "relebactam": "imipenem",
+              "cilastatin": "imipenem"}
 # Chart-based checks whose input may be missing, with the words a finding uses for them.
 CHART_CHECKS = (("allergies", "allergies"), ("duplicates", "medications"), ("pregnancy", "problems"),
                 ("age", "age"))

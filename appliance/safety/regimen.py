@@ -170,7 +170,8 @@ def _course(ingredient: str, order: Order, route: str | None, naive: bool) -> Fi
     per_day = order.mg_per_day()
     where = route or order.route
     for limit in course_table().get(ingredient, ()):
-        if not limit.covers(where) or (limit.above_mg_per_day and (per_day is None or per_day <= limit.above_mg_per_day)):
+        below = limit.above_mg_per_day and (per_day is None or per_day <= limit.above_mg_per_day)
+        if not limit.covers(where) or below:
             continue
         amount = f"{_num(per_day)} mg a day" if per_day is not None else "the order"
         bound = f" above {_num(limit.above_mg_per_day)} mg a day" if limit.above_mg_per_day else ""

@@ -270,8 +270,8 @@ CLASS_INTERACTIONS: tuple[ClassInteraction, ...] = (
                      "contraindicated: tizanidine levels rise tenfold (hypotension, sedation) (Zanaflex label)"),
     ClassInteraction(_keys("ing:allopurinol"), _keys("ing:azathioprine ing:mercaptopurine"), HIGH,
                      "bone-marrow suppression: cut the thiopurine dose to a quarter or a third (Zyloprim label)"),
-    ClassInteraction(_keys("ing:lithium"), _keys("class:nsaids class:ace_inhibitors class:arbs ing:hydrochlorothiazide"),
-                     MODERATE, "lithium levels rise (toxicity): check the level (Lithium label, Drug Interactions)",
+    ClassInteraction(_keys("ing:lithium"),
+                     _keys("class:nsaids class:ace_inhibitors class:arbs ing:hydrochlorothiazide"), MODERATE, "lithium levels rise (toxicity): check the level (Lithium label, Drug Interactions)",
                      exempt=frozenset({"aspirin"})),
 )
 

@@ -10,10 +10,11 @@ Invariants:
 - A dose per kg with no charted weight (or a daily dose per kg with no frequency to divide it
   by) is never compared with anything: a "not_checked" finding (moderate) saying why. The
   weight is the chart's latest (``chart.body_weight``), never a default.
-- A plain mg dose for a patient under ``PAEDIATRIC_AGE`` is divided by the charted weight and
-  compared with the ingredient's per-kg row too; under ``WEIGHT_REQUIRED_AGE`` with no weight
-  charted (or with no per-kg row for the ingredient) that comparison is "not checked" (moderate),
-  from then to 18 an info note.
+- A plain mg dose for a patient under ``PAEDIATRIC_AGE`` who weighs less than ``ADULT_DOSE_KG``
+  is divided by the charted weight and compared with the ingredient's per-kg row too (from 40 kg
+  the labels give adult doses: amoxicillin, Augmentin, cephalexin); under ``WEIGHT_REQUIRED_AGE``
+  with no weight charted (or with no per-kg row for the ingredient) that comparison is "not
+  checked" (moderate), from then to 18 an info note.
 - One finding per ingredient: the worst reason leads, the others are kept in its evidence.
 - The table is read once and validated as read: a bad row is a ``DoseTableError`` naming its line.
 - Pure; no logging (the weight and the order are patient data).
@@ -37,6 +38,7 @@ SOURCE = "curated per-kg table (appliance/safety/data/pediatric_limits.tsv)"
 NOT_CHECKED = "dose not checked: "
 PAEDIATRIC_AGE = 18
 WEIGHT_REQUIRED_AGE = 12  # under this age a dose is not checked without a charted weight
+ADULT_DOSE_KG = 40  # from this weight a child's plain mg dose is held to the adult limits only
 DAILY_TAILS = ("/kg/day", "/kg/24h", "/kg/d")
 
 
@@ -231,12 +233,14 @@ def check_part(ingredient: str, order: Order, patient: Patient,
     if per_kg_unit(order.dose) is not None:
         if weight is None:
             text = f"{NOT_CHECKED}'{order.dose.text}' of {ingredient} is a weight-based dose and no weight is charted"
-            return Finding("not_checked", MODERATE, text, {"ingredient": ingredient, "order": order.text}, SOURCE), False
+            return Finding("not_checked", MODERATE, text, {"ingredient": ingredient, "order": order.text},
+                           SOURCE), False
         in_mg = to_mg(order, weight.kg)
         if in_mg is None:
             text = (f"{NOT_CHECKED}'{order.dose.text}' of {ingredient} is a daily dose per kg and the order gives "
                     "no frequency to divide it by")
-            return Finding("not_checked", MODERATE, text, {"ingredient": ingredient, "order": order.text}, SOURCE), False
+            return Finding("not_checked", MODERATE, text, {"ingredient": ingredient, "order": order.text},
+                           SOURCE), False
         adult, adult_ok = adult_check(in_mg, scale)
         per_kg, kg_ok = _per_kg_finding(ingredient, in_mg, weight, route, child)
         return merge([per_kg, adult]), adult_ok and kg_ok
@@ -248,13 +252,14 @@ def check_part(ingredient: str, order: Order, patient: Patient,
         text = f"{NOT_CHECKED}no weight is charted, so {ingredient}'s dose was not checked per kg for a child"
         return merge([adult, Finding("not_checked", severity, text, {"ingredient": ingredient}, SOURCE)]), \
             adult_ok and severity == INFO
-    if per_kg_table().get(ingredient) is None and patient.age >= WEIGHT_REQUIRED_AGE:
-        return adult, adult_ok  # an adolescent's dose of a drug with no per-kg row: the adult limits
+    no_row = per_kg_table().get(ingredient) is None
+    if weight.kg >= ADULT_DOSE_KG or (no_row and patient.age >= WEIGHT_REQUIRED_AGE):
+        return adult, adult_ok  # adult-sized, or an adolescent's dose of a drug with no per-kg row
     per_kg, kg_ok = _per_kg_finding(ingredient, order, weight, route, True)
     return merge([adult, per_kg]), adult_ok and kg_ok
 
 
 __all__ = [
-    "COLUMNS", "PAEDIATRIC_AGE", "SOURCE", "TABLE_PATH", "WEIGHT_REQUIRED_AGE", "Patient", "PerKgLimit", "check_part",
-    "merge", "parse_table", "per_kg_limit", "per_kg_table", "per_kg_unit", "to_mg",
+    "ADULT_DOSE_KG", "COLUMNS", "PAEDIATRIC_AGE", "SOURCE", "TABLE_PATH", "WEIGHT_REQUIRED_AGE", "Patient",
+    "PerKgLimit", "check_part", "merge", "parse_table", "per_kg_limit", "per_kg_table", "per_kg_unit", "to_mg",
 ]

@@ -298,7 +298,8 @@ def table(out: dict) -> str:
                       f"{c['safe_orders']} safe orders: {c['false_refusals']} refused ({c['refusal_rate']:.1%}, at "
                       f"most {MAX_REFUSAL_RATE:.0%}); {c['hazard_orders']} hazard orders: missed {c['missed_hazards']}",
                       c is not None and not c["missed_hazards"] and c["refusal_rate"] <= MAX_REFUSAL_RATE))
-    lines += [f"  refused: {r['order']}: {'; '.join(r['unchecked'] + r['high'])}" for r in (c or {}).get("refusals", [])]
+    lines += [f"  refused: {r['order']}: {'; '.join(r['unchecked'] + r['high'])}"
+              for r in (c or {}).get("refusals", [])]
     b = out["bad_inputs"]
     lines.append(_row("bad inputs tried", "did not run" if b is None else
                       f"{b['calls']} generated calls to {b['tools']} tools: uncaught {b['uncaught']}, "

@@ -116,6 +116,13 @@ def test_a_childs_plain_mg_dose_is_checked_per_kg(knowledge, drugs):
     assert any("no weight is charted" in line for line in unweighed.unchecked), unweighed.lines()
 
 
+def test_a_child_of_40_kg_or_more_takes_adult_doses(knowledge, drugs):
+    report = check("acetaminophen 1000 mg every 6 hours", weighed(make_chart(14), 45), knowledge, drugs)
+    assert report.checked["dose"] and not [f for f in report.findings if f.kind == "dose"], report.lines()
+    small = check("acetaminophen 1000 mg every 6 hours", weighed(make_chart(14), 30), knowledge, drugs)
+    assert leading(small, "high", "dose", "mg/kg a dose"), small.lines()
+
+
 def test_a_weight_in_pounds_is_converted(knowledge, drugs):
     report = check("ibuprofen 10 mg/kg every 8 hours", weighed(make_chart(8), 44, "[lb_av]"), knowledge, drugs)
     assert report.checked["dose"], report.lines()
