@@ -31,6 +31,19 @@ def _drug_names(path) -> list[str]:
         db.close()
 
 
+def _drop_starter_drug(path, generic: str) -> None:
+    """Remove a shipped starter drug, so the fixture's labels for it are a drug new to the store
+    (the starter data ships metoprolol; the fixture's two metoprolol labels are the 'new' drug)."""
+    db = connect(path)
+    try:
+        with db.conn:
+            for table in ("drugs", "drug_names"):
+                db.execute(f"DELETE FROM {table} WHERE generic_name = ?", [generic])
+            db.execute("DELETE FROM interactions WHERE ? IN (drug_a, drug_b)", [generic])
+    finally:
+        db.close()
+
+
 def _trial_ids(path) -> list[str]:
     db = connect(path, read_only=True)
     try:
@@ -64,6 +77,7 @@ def test_iter_json_records_streams_across_small_chunks(monkeypatch):
 
 # -- openFDA ---------------------------------------------------------------------------------
 def test_openfda_import_counts_skips_and_is_idempotent(knowledge_db):
+    _drop_starter_drug(knowledge_db, "metoprolol")
     first = import_openfda_labels(OPENFDA, knowledge_db)
     assert first.records == 7 and first.files == 1
     assert first.inserted == 1  # metoprolol is new; two labels map to it
@@ -78,6 +92,7 @@ def test_openfda_import_counts_skips_and_is_idempotent(knowledge_db):
 
 
 def test_imported_label_for_a_new_drug_appears_in_vocabulary_and_safety(server, knowledge_db):
+    _drop_starter_drug(knowledge_db, "metoprolol")
     before, _ = call("drug_vocabulary", {})
     assert "Lopressor" not in before["names"]
     import_openfda_labels(OPENFDA, knowledge_db)
@@ -115,6 +130,7 @@ def test_openfda_zip_download_format(tmp_path, knowledge_db):
     archive = tmp_path / "drug-label-0001-of-0001.json.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(OPENFDA, OPENFDA.name)
+    _drop_starter_drug(knowledge_db, "metoprolol")
     report = import_openfda_labels(archive, knowledge_db)
     assert report.files == 1 and report.records == 7 and report.inserted == 1
 
