@@ -39,9 +39,9 @@ KINDS = {"A": "allergy", "X": "cross_reactivity", "I": "interaction", "D": "dupl
 SEVERITY = {"H": "high", "M": "moderate", "L": "low"}
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "safety_matrix.tsv"
-# Not among the 33 drugs of mcp_servers/knowledge/data/drugs.json ("zorbitravine" is made up).
-UNKNOWN_TO_DATA = {"cephalexin", "trimethoprim-sulfamethoxazole", "losartan", "codeine", "oxcarbazepine",
-                   "diphenhydramine", "zorbitravine", "donepezil"}
+# Not in the local drug data (mcp_servers/knowledge/data: drugs.json and drugs_primary_care.json);
+# "zorbitravine" is made up.
+UNKNOWN_TO_DATA = {"zorbitravine"}
 
 
 def _cell(codes: str) -> Counter:
