@@ -19,9 +19,9 @@ from typing import Any
 from appliance.safety.classes import RXNORM_TO_INGREDIENT, fold
 from appliance.safety.ingredients import ingredients_of
 
-# Only an active order counts: a held, stopped or completed one is listed apart on the chart
-# (``past_medications``, or its status) and is checked again when it is resumed or renewed.
-ACTIVE_MEDICATION_STATUSES = ("active",)
+# The orders the gate counts: active ones, and held ones (a held anticoagulant is resumed, so it
+# still interacts); stopped and completed orders are listed apart on the chart and never count.
+ACTIVE_MEDICATION_STATUSES = ("active", "on-hold", "draft")
 PREGNANCY_SNOMED = frozenset({"77386006"})  # Pregnancy
 # SNOMED CT CKD concepts in the EHR's catalogue, with the lowest eGFR of their stage band
 # (None: stage not given).
