@@ -14,8 +14,15 @@ from typing import Any
 
 def read_json(path: Path | str, error: type[Exception], expected: str = "") -> Any:
     """The parsed file; ``expected`` (e.g. "TrialGPT criterion annotations") ends the not-JSON message."""
+    from common.user_files import file_problem
+
+    problem = file_problem(path)
+    if problem:
+        raise error(problem)
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:
+        raise error(f"{path} is nested too deeply to read") from None
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError):

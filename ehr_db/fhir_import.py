@@ -141,6 +141,8 @@ def read_bundle(path: Path) -> dict[str, Any]:
                           "imported") from None
     except RecursionError:
         raise BundleError(f"{name} is nested too deeply to read; nothing was imported") from None
+    except ValueError:  # a number of more digits than Python converts (thousands)
+        raise BundleError(f"{name} holds a number too long to be a value; nothing was imported") from None
     if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
         raise BundleError(f"{name} is not a FHIR Bundle")
     if bundle.get("type") not in BUNDLE_TYPES:

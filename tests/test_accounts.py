@@ -13,7 +13,7 @@ import pytest
 from argon2 import PasswordHasher
 
 from appliance.accounts import (
-    AccountError, AccountLocked, AccountStore, SignInPolicy, SignInRefused, policy_path, write_policy,
+    AccountError, AccountLocked, AccountStore, SignInPolicy, SignInRefused, WRONG, policy_path, write_policy,
 )
 from appliance.config import Settings
 from common.sqlite import applied_migrations, opened
@@ -169,6 +169,19 @@ def test_disabled_accounts_cannot_sign_in_until_enabled(store):
     assert store.verify("aokafor", PASSWORD).enabled
     with pytest.raises(AccountError, match="no account named 'nobody'"):
         store.set_enabled("nobody", False)
+
+
+def test_a_disabled_account_with_a_wrong_password_reads_as_a_wrong_password(store):
+    """Names cannot be probed: "disabled" is said only to whoever typed the right password."""
+    store.add("aokafor", PASSWORD)
+    store.set_enabled("aokafor", False)
+    with pytest.raises(SignInRefused) as wrong:
+        store.verify("aokafor", "not the password")
+    with pytest.raises(SignInRefused) as unknown:
+        store.verify("nobody", "not the password")
+    assert str(wrong.value) == str(unknown.value) == WRONG and "aokafor" not in str(wrong.value)
+    with pytest.raises(SignInRefused, match="The account aokafor is disabled"):
+        store.verify("aokafor", PASSWORD)
 
 
 def test_unknown_names_and_an_empty_store_are_refused_alike(store):

@@ -70,6 +70,14 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat()
 
 
+class _Disabled(SignInRefused):
+    """A disabled account's sign-in: said as such only when the password was right."""
+
+    def __init__(self, message: str, hashed: str):
+        super().__init__(message)
+        self.hashed = hashed
+
+
 # -- the store -------------------------------------------------------------------------------
 class AccountStore:
     """Clinician accounts in one SQLite file (one short connection per call)."""
@@ -220,7 +228,14 @@ class AccountStore:
         typed = " ".join((name or "").split())[:64]
         if not typed or not self.exists():
             raise SignInRefused(WRONG)
-        stored, hashed, lock = self._take_attempt(typed)
+        try:
+            stored, hashed, lock = self._take_attempt(typed)
+        except _Disabled as disabled:  # said only to whoever knows the password: names are not probed
+            try:
+                self.hasher.verify(disabled.hashed, password)
+            except (VerificationError, InvalidHashError):
+                raise SignInRefused(WRONG) from None
+            raise SignInRefused(str(disabled)) from None
         if stored is None:
             self._dummy_verify(password)  # about the same time as a real check: names are not probed by timing
             raise SignInRefused(WRONG)
@@ -250,7 +265,7 @@ class AccountStore:
                 refusal = AccountLocked(self._locked_message(stored, locked_until))
             elif not enabled:
                 self._event(db, stored, "sign_in_disabled")
-                refusal = SignInRefused(f"The account {stored} is disabled.")
+                refusal = _Disabled(f"The account {stored} is disabled.", hashed)
             elif failed + 1 >= self.max_failures:
                 lock = _iso(now + self.lockout)
                 db.execute("UPDATE accounts SET failed_attempts = 0, locked_until = ? WHERE name = ?", [lock, stored])

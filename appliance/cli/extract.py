@@ -73,8 +73,10 @@ def _config(args):
 def cmd_extract(args) -> int:
     from appliance.extraction import extract_criteria, load_documents
     from appliance.extraction.loaders import check_size
+    from common.user_files import regular_file
 
     # refuses bad or oversized input before the model loads (a PDF before its text is read)
+    regular_file(args.protocol, ApplianceError)  # a FIFO or a device is refused before it is opened
     documents = load_documents(args.protocol, max_pages=args.max_pages)
     name = Path(args.protocol).name
     pages, chars = check_size(name, documents, args.max_pages, args.max_chars)

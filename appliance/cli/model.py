@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from appliance.cli import acceptance, options
@@ -23,10 +24,14 @@ from appliance.cli.support import ProgressBar, settings_from
 def cmd_install(args) -> int:
     from appliance.llm.llama import check_readable
     from common.locations import installed_models_dir
-    from models.install import install
+    from common.user_files import regular_file
+    from models.install import ModelInstallError, install
     from models.profiles import get_profile
 
     profile = get_profile(args.profile)
+    for given in (args.path, args.mmproj):  # a FIFO or a device is refused before it is opened
+        if given and os.path.lexists(given):  # a missing file: install says where it looked
+            regular_file(given, ModelInstallError)
     bar = ProgressBar()
     try:
         entry = install(Path(args.path), profile, installed_models_dir(), check=check_readable,

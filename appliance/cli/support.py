@@ -29,8 +29,15 @@ def settings_from(args) -> Settings:
 
 def load_script(path: str, known: Collection[str]) -> dict:
     """A ``--script`` file: a JSON object whose keys are all in ``known``."""
+    from common.user_files import file_problem
+
+    problem = file_problem(path)
+    if problem:
+        raise ScriptError(f"cannot read script: {problem}")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ScriptError(f"script {path} is nested too deeply to read") from None
     except OSError as exc:
         raise ScriptError(f"cannot read script {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
@@ -39,11 +46,27 @@ def load_script(path: str, known: Collection[str]) -> dict:
         raise ScriptError(f"script {path} is not JSON: it is not UTF-8 text") from None
     if not isinstance(data, dict):
         raise ScriptError(f"script {path} must be a JSON object keyed by node name")
+    if _depth(data) > MAX_SCRIPT_DEPTH:
+        raise ScriptError(f"script {path} is nested too deeply (more than {MAX_SCRIPT_DEPTH} levels)")
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ScriptError(f"script {path} must be an object keyed by {', '.join(sorted(known))}: "
                           f"unknown key {unknown[0]!r}")
     return data
+
+
+MAX_SCRIPT_DEPTH = 32  # a scripted reply is a few levels deep; deeper JSON would recurse in the code it feeds
+
+
+def _depth(value) -> int:
+    """How deeply ``value``'s lists and objects nest (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def print_report(report, as_json: bool) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from common.progress import ProgressBar
 from appliance.errors import ApplianceError
 from common import locations
+from common.user_files import file_problem
 
 # (area, kind) -> (module, function, database path, ensure module)
 IMPORTERS = {
@@ -92,6 +93,9 @@ def run_import(area: str, kind: str, path: Path, *, replace: bool = False, accep
         raise ImportFailed(f"cannot read {path}: {exc.strerror}") from None
     if not found:
         raise ImportFailed(f"{path} does not exist")
+    problem = file_problem(path, folder_ok=True)  # before anything opens it: a FIFO would wait forever
+    if problem:
+        raise ImportFailed(problem)
     db_path = db_path_of()
     db_path.parent.mkdir(parents=True, exist_ok=True)
     importlib.import_module(setup).ensure_database(db_path)

@@ -12,7 +12,9 @@ Invariants:
 - All async work runs on one private event loop thread; callers are synchronous and every
   call has a deadline.
 - Transport failures become ``ToolOutcome`` error types; nothing from fastmcp or anyio
-  escapes to the graph. Server stderr goes to ``logs/mcp-<name>.log`` under the data home.
+  escapes to the graph. A call to an HTTP server that fails is explained in one line when the
+  host refused this terminal's token or its certificate did not match the trusted one
+  (``appliance.tools.host_refusal``), never as the library's exception. Server stderr goes to ``logs/mcp-<name>.log`` under the data home.
 - A server the client gives up on (no answer by the deadline, a broken connection, an
   unreadable answer) is stopped at once: its process group is killed and the client waits
   until it has exited, under the call lock, before any new server is started. So a stopped or
@@ -103,6 +105,7 @@ class MCPToolBox:
         self._pids: dict[str, int] = {}  # stdio servers' processes, found by their start token
         self._stale: dict[str, int] = {}  # a server given up on that would not die: no new start
         self._lock = threading.Lock()
+        self._http: dict[str, tuple[str, dict[str, str]]] = {}  # an HTTP server's URL and request headers
         self.local_tools: dict[str, Any] = {"analyze_medical_image": self._image_unavailable}
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -119,6 +122,7 @@ class MCPToolBox:
             token = environment.read(environment.MCP_TOKEN, self._env)  # this terminal's (servers with tokens)
             if token:
                 headers["Authorization"] = f"Bearer {token}"
+            self._http[server] = (url, dict(headers))
             transport = StreamableHttpTransport(url, headers=headers, verify=self._trust())
             return Client(transport, timeout=30, init_timeout=INIT_TIMEOUT)
         logs = logs_dir()
@@ -185,13 +189,27 @@ class MCPToolBox:
             log.error("the %s server (pid %d) did not stop; no new one starts while it lives", server, pid)
             self._stale[server] = pid
 
-    def _give_up(self, server: str, why: str) -> None:
-        """Stop a server the client gave up on, and wait for it (caller holds the call lock)."""
-        log.warning("giving up on the %s server (%s): stopping it", server, why)
+    def _give_up(self, server: str, why: str, *, said: bool = False) -> None:
+        """Stop a server the client gave up on, and wait for it (caller holds the call lock);
+        ``said``: the outcome tells the user why, so the log line stays out of their way."""
+        log.log(logging.INFO if said else logging.WARNING, "giving up on the %s server (%s): stopping it", server, why)
         try:
             self._run(self._stop(server), 2 * STOP_TIMEOUT + 1)
         except Exception:  # noqa: BLE001 - reported; the next start checks the process again
             log.error("stopping the %s server did not finish", server, exc_info=True)
+
+    def _refusal(self, server: str) -> str | None:
+        """One line when an HTTP server turned this terminal away (token, certificate), else None."""
+        if server not in self._http:
+            return None
+        from appliance.tools.host_refusal import refusal
+
+        url, headers = self._http[server]
+        try:
+            trust = self._trust()
+        except ToolClientError:
+            return None
+        return refusal(url, headers, trust)
 
     def server_pid(self, server: str) -> int | None:
         """The running stdio server's process id, when known (for tests and status displays)."""
@@ -241,7 +259,10 @@ class MCPToolBox:
                 return ToolOutcome(error_type="timeout", message=f"{tool} did not answer within {deadline:.0f} s",
                                    uncertain=sent.is_set())
             except Exception as exc:  # noqa: BLE001 - every transport failure becomes an outcome
-                self._give_up(server, f"{type(exc).__name__} during {tool}")
+                refused = self._refusal(server)
+                self._give_up(server, refused or f"{type(exc).__name__} during {tool}", said=bool(refused))
+                if refused:
+                    return ToolOutcome(error_type="service_unavailable", message=refused, uncertain=sent.is_set())
                 kind = "timeout" if "timed out" in str(exc).lower() else \
                     "invalid_response" if isinstance(exc, (ValidationError, json.JSONDecodeError)) else "service_unavailable"
                 return ToolOutcome(error_type=kind, message=f"{type(exc).__name__} reaching the {server} server",
