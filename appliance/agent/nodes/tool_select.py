@@ -30,6 +30,7 @@ from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
 from appliance.agent.write_requests import PRESCRIBE
+from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from appliance.medication.names import DrugRecogniser
@@ -110,12 +111,18 @@ def _stage2(state: AgentState, model: LanguageModel, tool: str, failure: str | N
         parts.append("Results so far:\n" + results_context(state))
     if failure:
         parts.append(f"The previous arguments {failure}. Choose different arguments.")
-    out = model.generate_constrained(
-        Node.TOOL_SELECT,
-        conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history, results=shortenable(state.tool_results)),
-        schema,
-        temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS, whole=tool in UNCUT_TOOLS),
-    )
+    try:
+        out = model.generate_constrained(
+            Node.TOOL_SELECT,
+            conversation(STAGE2_PROMPT, "\n\n".join(parts), state.conversation_history,
+                         results=shortenable(state.tool_results)),
+            schema,
+            temperature=TEMPERATURE, max_tokens=token_budget(schema, STAGE2_SEED_MAX_TOKENS, whole=tool in UNCUT_TOOLS),
+        )
+    except ConstrainedOutputInvalid:  # the schema's own words ("...Args: patient_id: Field required") are not the user's
+        raise ConstrainedOutputInvalid(f"the {TOOL_LABELS[tool]} request could not be read in full (a detail it needs, "
+                                       "such as the patient, the drug, the dose or how often, is missing or "
+                                       "unreadable); nothing was done: say it again with each detail") from None
     return out.model_dump()
 
 
