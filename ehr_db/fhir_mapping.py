@@ -88,9 +88,27 @@ def subject_patient(resource: dict, resolve: Resolver, key: str = "subject") -> 
     return pid
 
 
+def _fhir_date(value: object) -> bool:
+    """A FHIR ``date`` that is a real calendar date: YYYY, YYYY-MM or YYYY-MM-DD."""
+    from datetime import date
+
+    if not isinstance(value, str) or len(value) not in (4, 7, 10) or not value.isascii():
+        return False
+    digits = value.replace("-", "")
+    if not digits.isdigit() or value[4:5] not in ("", "-") or value[7:8] not in ("", "-"):
+        return False
+    try:
+        date.fromisoformat((value + "-01-01")[:10])
+    except ValueError:
+        return False
+    return True
+
+
 def patient_row(r: dict, resolve: Resolver) -> dict:
     if not is_patient_id(r["id"]):  # the agent could never name such a patient
         raise Skip("id is not a FHIR resource id (letters, digits, '-' and '.', up to 64)")
+    if r.get("birthDate") is not None and not _fhir_date(r["birthDate"]):
+        raise Skip("birthDate is not a date (YYYY, YYYY-MM or YYYY-MM-DD)")
     names = r.get("name") or []
     name = next((n for n in names if n.get("use") == "official"), _first(names)) or {}
     given = " ".join(name.get("given") or [])
