@@ -114,10 +114,11 @@ def _starter_trials() -> list[dict]:
     return trials
 
 
-def load_starter_content(db: sqlite_utils.Database) -> dict[str, int]:
-    """Upsert the shipped records (never over imported rows) and drop stale starter rows."""
+def load_starter_content(db: sqlite_utils.Database, data_dir: Path = DATA_DIR) -> dict[str, int]:
+    """Upsert the shipped records (never over imported rows) and drop stale starter rows.
+    ``data_dir`` holds the drug and interaction tables (tests give a copy of their own)."""
     counts = {"drugs": 0, "interactions": 0, "articles": 0, "trials": 0}
-    drugs = starter_drugs()
+    drugs = starter_drugs(data_dir)
     known = set()
     for drug in drugs:
         known.add(drug["generic_name"])
@@ -125,7 +126,7 @@ def load_starter_content(db: sqlite_utils.Database) -> dict[str, int]:
             upsert_drug(db, drug, "starter")
         counts["drugs"] += 1
     pairs = set()
-    for a, b, fields in starter_interactions():
+    for a, b, fields in starter_interactions(data_dir):
         missing = {a, b} - known
         if missing:
             raise ValueError(f"interaction names unknown drug(s): {sorted(missing)}")
