@@ -91,7 +91,8 @@ def test_a_chart_read_turned_away_says_why_in_one_line(tmp_path, case, monkeypat
             env["APPLIANCE_MCP_CA"] = str(other)
         with MCPToolBox(env) as tools:
             outcome = tools.call("get_patient_chart", {"patient_id": "abc-123"}, 10.0)
+            refused = dict(tools.refused)  # what a status display can show
     want = host_refusal.CERTIFICATE if tls else host_refusal.TOKEN_REFUSED
-    assert outcome.error_type == "service_unavailable" and outcome.message == want
+    assert outcome.error_type == "service_unavailable" and outcome.message == want and refused == {"ehr": want}
     assert "Error" not in outcome.message and "\n" not in outcome.message
     assert not [r for r in caplog.records if r.levelname == "WARNING" and "giving up" in r.getMessage()]

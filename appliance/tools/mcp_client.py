@@ -106,6 +106,7 @@ class MCPToolBox:
         self._stale: dict[str, int] = {}  # a server given up on that would not die: no new start
         self._lock = threading.Lock()
         self._http: dict[str, tuple[str, dict[str, str]]] = {}  # an HTTP server's URL and request headers
+        self.refused: dict[str, str] = {}  # the last line saying why a clinic host turned this terminal away
         self.local_tools: dict[str, Any] = {"analyze_medical_image": self._image_unavailable}
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -209,7 +210,12 @@ class MCPToolBox:
             trust = self._trust()
         except ToolClientError:
             return None
-        return refusal(url, headers, trust)
+        found = refusal(url, headers, trust)
+        if found:
+            self.refused[server] = found
+        else:
+            self.refused.pop(server, None)
+        return found
 
     def server_pid(self, server: str) -> int | None:
         """The running stdio server's process id, when known (for tests and status displays)."""
@@ -307,7 +313,7 @@ class MCPToolBox:
             try:
                 return bool(self._run(_ping(), timeout + INIT_TIMEOUT))
             except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
-                self._give_up(server, f"{type(exc).__name__} on a health check")
+                self._give_up(server, self._refusal(server) or f"{type(exc).__name__} on a health check")
                 return False
 
     def start(self, timeout: float = INIT_TIMEOUT) -> dict[str, bool]:
@@ -324,7 +330,7 @@ class MCPToolBox:
                 health = dict.fromkeys(SERVERS, False)
             for server, ok in health.items():
                 if not ok:
-                    self._give_up(server, "it did not start")
+                    self._give_up(server, self._refusal(server) or "it did not start")
         return health
 
     def drug_names(self) -> list[str]:
