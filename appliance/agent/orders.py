@@ -32,7 +32,7 @@ import re
 
 from appliance.agent.dictation import instruction_text
 from appliance.agent.state import AgentState
-from appliance.agent.write_requests import CHANGE, PRESCRIBE, PRESCRIBING_VERB, STATUS, write_requests
+from appliance.agent.write_requests import CHANGE, PRESCRIBE, PRESCRIBING_VERB, STATUS, clauses, write_requests
 from appliance.medication.changes import OrderChange, change_verb, read_change
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.order_words import AS_NEEDED_RE
@@ -133,7 +133,7 @@ def record_frequency(order: Order) -> str | None:
     pieces.sort()
     runs = [pieces[:n] for n in range(len(pieces), 0, -1)]
     for run in runs:
-        if all(re.fullmatch(r"[\s,;]*", text[a[1]:b[0]]) for a, b in zip(run, run[1:])):
+        if all(re.fullmatch(r"[\s,;]*(?:for\s+)?", text[a[1]:b[0]], re.IGNORECASE) for a, b in zip(run, run[1:])):
             candidate = text[run[0][0]:run[-1][1]].strip(" ,;")
             if len(candidate) <= 40 and _accepted(candidate):
                 return candidate
@@ -163,7 +163,7 @@ def change_from_words(state: AgentState, drugs: DrugRecogniser) -> tuple[str, di
     if tool is None:
         return None
     head = instruction_text(state.user_query)
-    for clause in re.split(r"[.;!?\n]|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)\s+", head):
+    for clause in clauses(head):
         if change_verb(clause) is None:
             continue
         change = read_change(clause, drugs)

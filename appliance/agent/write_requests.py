@@ -43,7 +43,8 @@ CHANGE, STATUS = "change_medication_order", "update_medication_status"
 
 # Lead-ins that keep a clause imperative; "should I" / "is it" / "what if" do not.
 _LEAD = r"(?:(?:please|kindly|now|also|then|and|ok|okay|so)\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|go ahead and\s+|i(?:'d| would)? (?:like|want) (?:you )?to\s+|let's\s+)*"
-_CLAUSE_SPLIT = re.compile(r"(?:[.;!?\n]|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)\s+)", re.IGNORECASE)
+_CLAUSE_SPLIT = re.compile(r"(?:[;!?\n]|\.(?!\d)|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)\s+)",
+                           re.IGNORECASE)  # "2.5 mg" is one clause
 
 # The verbs that may open a prescribing clause (``appliance.agent.orders`` finds the clause with it).
 _ORDER_VERBS = r"(?:re-?prescribe|prescribe|rx\b\s*:?|start|commence|initiate|put|begin|order|give|add|restart|resume)"
@@ -74,11 +75,10 @@ def _named_amount(text: str, lead_words: int) -> re.Match | None:
     or a number with no unit followed by a frequency or "PRN" ("augmentin 875 bid"), when
     ``lead_words`` words and then one to four words of a treatment's name stand before it
     ("order 2 units" has no name before its amount)."""
-    amount = AMOUNT_RE.search(text)
+    bare = next((m for m in _BARE_NUMBER.finditer(text) if _sig_follows(text[m.end():])), None)
+    amount = min((m for m in (AMOUNT_RE.search(text), bare) if m is not None), key=lambda m: m.start(), default=None)
     if amount is None:
-        amount = _BARE_NUMBER.search(text)
-        if amount is None or not _sig_follows(text[amount.end():]):
-            return None
+        return None
     words = text[:amount.start()].split()
     names = words[lead_words:]
     if not 1 <= len(names) <= 4 or not all(re.fullmatch(r"[a-z][\w\-/]*", w, re.I) for w in names):
@@ -96,7 +96,8 @@ def _is_order_line(text: str) -> bool:
     return _sig_follows(text[amount.end():])
 
 
-def _clauses(text: str) -> list[str]:
+def clauses(text: str) -> list[str]:
+    """The message's clauses (a decimal point is no clause end: "2.5 mg")."""
     return [c.strip() for c in _CLAUSE_SPLIT.split(text) if c and c.strip()]
 
 
@@ -104,7 +105,7 @@ def write_requests(text: str) -> tuple[str, ...]:
     """The write tools the clinician's words ask for, in order of mention (empty for none)."""
     head = instruction_text(text)
     wanted: dict[str, None] = {}
-    for clause in _clauses(head):
+    for clause in clauses(head):
         changed = change_request(clause)
         if changed is not None:
             wanted.setdefault(changed, None)
