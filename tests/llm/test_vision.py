@@ -21,6 +21,7 @@ from appliance.llm.base import VisionModel
 from appliance.llm.fast import BudgetExceeded, DecodeStats, fast_handles
 from appliance.llm.grammar import output_schema
 from appliance.llm.llama import LlamaModel
+from appliance.llm.threads import ThreadGovernor
 from appliance.llm.vision import ImageFileError, ImageFindings, VisionRuntime, VisionUnavailable, read_image
 from models import projector
 from models.gguf_info import gguf_metadata
@@ -310,6 +311,7 @@ def vision_shell(models_dir, outcome) -> LlamaModel:
     model._lock, model._llm, model._table = threading.Lock(), FakeLlama(), object()
     model.cache, model._backend = SimpleNamespace(eval_seconds=0.0, eval=None), None
     model._vision = FakeRuntime(outcome)
+    model.threads = ThreadGovernor(lambda threads: None, override=1)  # no llama.cpp to set
     return model
 
 
