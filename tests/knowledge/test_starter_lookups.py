@@ -86,7 +86,7 @@ def test_the_safety_gate_knows_every_shipped_generic_name(knowledge_db):
 
 
 @pytest.mark.parametrize("name", ["Augmentin", "Bactrim DS", "Percocet", "Norco", "Janumet", "Entresto", "Symbicort",
-                                  "Advair", "Suboxone", "Coartem", "Sinemet", "Zyrtec", "Flagyl", "Klor-Con"])
+                                  "Advair", "Suboxone", "Coartem", "Sinemet", "Zyrtec", "Flagyl", "K-Tab"])
 def test_the_safety_gate_checks_every_ingredient_of_a_combination_brand(knowledge_db, name):
     knowledge = StoreKnowledge(knowledge_db)
     try:
