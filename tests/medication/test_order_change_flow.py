@@ -160,3 +160,19 @@ def test_an_increase_is_checked_as_the_new_dose_and_a_rejection_changes_nothing(
     assert dose and ("4,000" in dose[0].text or "4000" in dose[0].text), report.findings  # 2,000 mg twice a day
     assert result.tool_calls[-1]["error_type"] == "rejected_by_user"
     assert _orders("abc-123", "metformin") == before  # nothing changed
+
+
+def test_an_as_needed_order_is_charted_as_needed_with_its_maximum(home):
+    clinician = Clinician()
+    result = _turn("rx acetaminophen 500 mg q6h prn pain, max 3 g/day", "pat-006", "prescribe_medication", clinician)
+    assert result.tool_calls[-1]["error_type"] is None
+    (row,) = [o for o in _orders("pat-006", "acetaminophen") if o["status"] == "active"]
+    assert (row["frequency"], row["as_needed"], row["as_needed_for"], row["max_per_period"]) == \
+        ("q6h prn pain, max 3 g/day", 1, "pain", "max 3 g/day")
+    dosage = json.loads(row["dosage_instruction"])
+    assert dosage["asNeededCodeableConcept"] == {"text": "pain"}
+    assert dosage["maxDosePerPeriod"]["numerator"] == {"value": 3.0, "unit": "g", "system": "http://unitsofmeasure.org",
+                                                       "code": "g"}
+    assert dosage["timing"]["repeat"] == {"frequency": 1, "period": 6.0, "periodUnit": "h"}
+    chart = EhrRepository(locations.ehr_db_path()).get_patient_chart("pat-006")
+    assert [m["frequency"] for m in chart["medications"] if m["id"] == row["id"]] == ["q6h prn pain, max 3 g/day"]
