@@ -12,7 +12,9 @@ Invariants:
   usage give; anything else (an unknown product, a strength the table does not list, more parts
   than ingredients) is None and stays "not checked": a split is never guessed.
 - A single strength is split only through the product's listed strengths ("875" -> 125 mg of
-  clavulanate); unlisted strengths of the same product are None.
+  clavulanate; a suspension's "400 mg/5 mL" -> 57 mg per 5 mL); unlisted strengths of the same
+  product are None. A dose per kg names the single ingredient; the others follow a written
+  suspension strength's ratio, else get no amount (reported as not checked).
 - Parts written as "N/M" are given to the ingredients in the product's listed order, except
   sulfamethoxazole-trimethoprim, whose larger part is always sulfamethoxazole (5:1 in every
   product), whichever order the name lists them.
@@ -32,8 +34,10 @@ from appliance.medication.orders import Amount, Order
 class Convention:
     ingredients: tuple[str, ...]  # in the order "N/M" strengths list them
     single: str | None = None  # the ingredient a single strength names ("Augmentin 875 mg": amoxicillin)
-    # single strength (mg) -> the other ingredients' mg in one unit of that product
+    # single strength (mg) -> the other ingredients' mg in one unit of that product (a tablet)
     companions: dict[float, dict[str, float]] = field(default_factory=dict)
+    # single strength (mg per 5 mL of a suspension) -> the other ingredients' mg per 5 mL
+    per_5ml: dict[float, dict[str, float]] = field(default_factory=dict)
     # words in the order that name a strength ("ds", "#3") -> mg per unit, in ``ingredients`` order
     named: dict[str, tuple[float, ...]] = field(default_factory=dict)
     larger_first: str | None = None  # the ingredient that always has the larger part
@@ -43,9 +47,11 @@ _CLAV = "clavulanate"
 CONVENTIONS: dict[frozenset[str], Convention] = {frozenset(c.ingredients): c for c in (
     # Augmentin label: tablets 250/125, 500/125, 875/125; chewables and suspensions 125/31.25,
     # 200/28.5, 250/62.5, 400/57 (per 5 mL for suspensions); ES-600 600/42.9 per 5 mL.
-    Convention(("amoxicillin", _CLAV), single="amoxicillin", companions={
-        250: {_CLAV: 125}, 500: {_CLAV: 125}, 875: {_CLAV: 125}, 125: {_CLAV: 31.25}, 200: {_CLAV: 28.5},
-        400: {_CLAV: 57}, 600: {_CLAV: 42.9}}),
+    Convention(("amoxicillin", _CLAV), single="amoxicillin",
+               companions={250: {_CLAV: 125}, 500: {_CLAV: 125}, 875: {_CLAV: 125}, 200: {_CLAV: 28.5},
+                           400: {_CLAV: 57}},  # tablets and chewables
+               per_5ml={125: {_CLAV: 31.25}, 200: {_CLAV: 28.5}, 250: {_CLAV: 62.5}, 400: {_CLAV: 57},
+                        600: {_CLAV: 42.9}}),
     Convention(("oxycodone", "acetaminophen")),  # Percocet, Endocet: 2.5-10 / 325
     Convention(("hydrocodone", "acetaminophen")),  # Norco, Vicodin, Lortab: 5-10 / 300-325
     Convention(("tramadol", "acetaminophen")),  # Ultracet 37.5/325
@@ -96,6 +102,23 @@ def _per_dose(order: Order, mg: dict[str, float], text: str) -> dict[str, Order]
     return {name: replace(order, dose=_mg_amount(text, value), strength=None) for name, value in mg.items()}
 
 
+def _per_kg(convention: Convention, order: Order) -> dict[str, Order]:
+    """A dose per kg names the single ingredient ("Augmentin 45 mg/kg/day" is amoxicillin); the
+    others in the ratio of a suspension's written strength ("600 mg/5 mL": 42.9 mg of
+    clavulanate), else with no amount (their dose not checked: the formulation decides it)."""
+    parts = {convention.single: order}
+    strength = order.strength
+    per5 = round(strength.value * 5 / strength.per_ml, 2) if strength and strength.per_ml and strength.mg else None
+    others = convention.per_5ml.get(per5, {}) if per5 else {}
+    for name in convention.ingredients:
+        if name == convention.single:
+            continue
+        ratio = others[name] / per5 if name in others else None
+        parts[name] = replace(order, dose=replace(order.dose, value=order.dose.value * ratio), strength=None) \
+            if ratio else replace(order, dose=None, strength=None)
+    return parts
+
+
 def by_convention(order: Order, names: list[str]) -> dict[str, Order] | None:
     """One order per ingredient for a combination product written by convention, else None
     (see the module docstring)."""
@@ -121,6 +144,18 @@ def by_convention(order: Order, names: list[str]) -> dict[str, Order] | None:
     for words, values in convention.named.items():
         if re.search(rf"(?<![\w#]){re.escape(words)}(?!\w)", text) and counted and order.strength is None:
             return _per_unit(order, dict(zip(convention.ingredients, values)), words)
+    if convention.single and order.dose is not None and "/kg" in (order.dose.unit or ""):
+        return _per_kg(convention, order)
+    if convention.single and order.strength is not None and order.strength.per_ml and \
+            order.dose is not None and order.dose.unit in order_words.VOLUME_ML:
+        strength = order.strength  # a suspension's volume: "400 mg/5 mL, 5 mL"
+        others = convention.per_5ml.get(round(strength.value * 5 / strength.per_ml, 2)) if strength.mg else None
+        if others is None:
+            return None
+        parts = {convention.single: order}
+        for name, mg5 in others.items():
+            parts[name] = replace(order, strength=replace(strength, value=mg5, unit="mg", per_ml=5.0, parts=()))
+        return parts
     # A single strength naming one ingredient ("Augmentin 875 mg"), the others from the product's strengths.
     if convention.single:
         for amount, is_dose in ((order.dose, True), (order.strength, False)):

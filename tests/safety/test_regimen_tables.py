@@ -80,6 +80,15 @@ def test_a_combination_is_split_by_its_convention(words, names, expected, drugs)
     assert parts is not None and mg(parts) == pytest.approx(expected)
 
 
+def test_a_suspension_and_a_dose_per_kg_name_the_amoxicillin(drugs):
+    names = ["amoxicillin", "clavulanate"]
+    parts = by_convention(parse_order("Augmentin 400 mg/5 mL 5 mL twice daily", drugs), names)
+    assert mg(parts) == pytest.approx({"amoxicillin": 400, "clavulanate": 57})
+    parts = by_convention(parse_order("Augmentin 45 mg/kg/day divided twice daily", drugs), names)
+    assert parts["amoxicillin"].dose.unit == "mg/kg/day" and parts["amoxicillin"].dose.value == 45
+    assert parts["clavulanate"].dose is None  # the formulation decides it: not checked, never guessed
+
+
 @pytest.mark.parametrize("words, names", [
     ("Augmentin 1000 mg twice daily", ["amoxicillin", "clavulanate"]),  # no such single tablet
     ("Augmentin 2 tablets twice daily", ["amoxicillin", "clavulanate"]),  # no strength written
