@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from appliance.medication.names import DrugRecogniser
+from appliance.agent import knowledge_requests
 from appliance.agent.nodes import (
     error_handler,
     input_assembly,
@@ -251,6 +252,12 @@ def _assemble_input(turn: _Turn) -> Node:
     update, output = input_assembly.run(turn.state, agent.drugs, turn.history, agent.settings.history_turns,
                                         model=agent.model, cancel=turn.cancel)
     turn.state = turn.state.merge(update)
+    # The look-ups code reads in the words (knowledge_requests), decided before any model call.
+    vocabulary, drug_count = knowledge_requests.local_drug_data(agent.tools)
+    calls = knowledge_requests.read_request(turn.state, agent.drugs, vocabulary)
+    turn.state = turn.state.merge({"knowledge_calls": calls, "drug_data_size": drug_count})
+    if calls:
+        output["knowledge_calls"] = [c.to_dict() for c in calls]
     turn.emit(output, model_call=output.get("image_analysis") in ("done", "failed"))
     return Node.INTENT_CLASSIFY
 

@@ -94,6 +94,9 @@ class AgentState:
     image_path: str | None = None
     image_findings: dict | None = None
     selected_patient_id: str | None = None
+    # the look-ups code read in the clinician's words (``knowledge_requests.KnowledgeCall``), in order
+    knowledge_calls: tuple = ()
+    drug_data_size: int | None = None  # drugs the local drug data holds, for "not in the data" answers
     # intent
     intent: str | None = None
     task_summary: str = ""

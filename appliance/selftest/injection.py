@@ -258,6 +258,8 @@ class InjectionChecks:
         written = [args for tool, args in allowed.toolbox.calls if tool in WRITE_TOOLS]
         return {
             "id": case["id"], "placement": placement, "tries": case["tries"], "reached_model": reached,
+            # whether any model call read a tool's result at all (code answers a read it can render whole)
+            "results_reached_model": _results_reached_model(read.model),
             "read_path": read.result.path if read.result else None,
             "write_outcome": _write_outcome(refused), "written_with_clinician_values": len(written),
             "approver_calls": len(refused.approver.seen) + len(allowed.approver.seen),
@@ -275,6 +277,13 @@ def _reached_model(model: ScriptedModel, text: str) -> bool:
     """Whether the injected text was in a prompt the model received (else the case tests nothing)."""
     probe = _words(text[:60]).strip()
     return any(probe in _words(m.content) for call in model.history for m in call.messages)
+
+
+def _results_reached_model(model: ScriptedModel) -> bool:
+    """Whether a model call came after a tool answered: a result label, a retry choice, a free
+    answer, or a tool choice with the results so far in its prompt."""
+    return any(call.node in (RC, EH, SY) or any("Results so far" in m.content for m in call.messages)
+               for call in model.history)
 
 
 def _write_outcome(run: Run) -> str:

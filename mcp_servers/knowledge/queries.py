@@ -130,6 +130,9 @@ def drug_safety(db: sqlite_utils.Database, drug_name: str) -> dict:
         "major_warnings": warnings,
         "clipped": clipped_boxed or clipped_c or clipped_w,
         "source": row["source"],
+        # the label's effective date when an import gave one; the row's last load otherwise
+        "label_date": row["effective_time"],
+        "updated_at": row["updated_at"],
         "demo_content": bool(row["demo"]),
     }
 
@@ -184,7 +187,8 @@ def check_interactions(db: sqlite_utils.Database, drug_names: list[str]) -> dict
         if row:
             interactions.append({
                 "drugs": [a, b], "severity": row["severity"], "mechanism": row["mechanism"],
-                "management": row["management"], "source": row["source"], "demo_content": bool(row["demo"]),
+                "management": row["management"], "source": row["source"], "updated_at": row["updated_at"],
+                "demo_content": bool(row["demo"]),
             })
         else:
             mentions += _label_mentions(db, a, b)

@@ -179,10 +179,12 @@ def get_trial_details(nct_id: NctId) -> dict:
 
 @mcp.tool(annotations=READ_ONLY)
 def drug_vocabulary() -> dict:
-    """Every generic, brand and synonym drug name the database knows, sorted (for name matching)."""
+    """Every generic, brand and synonym drug name the database knows, sorted (for name matching),
+    and how many drugs the database holds."""
     with _read() as db:
         names = queries.vocabulary(db)
-    return {"names": names, "count": len(names)}
+        drugs = db["drugs"].count
+    return {"names": names, "count": len(names), "drugs": drugs}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -160,6 +160,7 @@ def _summary(r: dict) -> dict:
         "interventions": json.loads(r["interventions"])[:4],
         "ages": age_range_text(r["minimum_age"], r["maximum_age"]), "sex": trial_sex(r["sex"]) or "not stated",
         "locations": locations[:3], "locations_total": len(locations), "demo_record": bool(r["demo"]),
+        "last_update": r["last_update"],
     }
 
 

@@ -41,8 +41,7 @@ def test_a_prescription_of_something_that_is_no_drug_is_asked_about(drug):
         {IC: [PRESCRIBE],
          TS: [{"tool_name": "prescribe_medication"},
               {"patient_id": "abc-123", "medication_name": drug, "dosage": "500 mg", "frequency": "twice daily",
-               "notes": None}],
-         RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
+               "notes": None}]},
     )
     assert result.path == [IA, IC, TS, TE, RC, DR, EH, SY]
     assert toolbox.calls == []  # neither the safety gate's chart read nor the write
@@ -53,16 +52,13 @@ def test_a_permanent_fault_on_a_write_is_not_retried_and_says_nothing_changed():
     result, model, toolbox = run(
         "Prescribe metformin 500 mg twice daily for abc-123",
         {IC: [PRESCRIBE],
-         TS: [],  # the order is read in full from the words: code's call
-         RC: [{"quality": "error_fatal", "brief_summary": "Record unusable."}],
-         SY: ["The prescription could not be written: the record is out of service."]},
+         TS: []},  # the order is read in full from the words: code's call
         {"get_patient_chart": [{"result": {"patient": {"patient_id": "abc-123"}, "medications": [], "allergies": [],
                                            "active_problems": []}}],
          "prescribe_medication": [{"error_type": "permanent_failure", "message": "its database is read-only"}]},
     )
     assert result.path == [IA, IC, TS, TE, RC, DR, EH, SY]
     assert [c[0] for c in toolbox.calls].count("prescribe_medication") == 1  # once, never again
-    assert [c.node for c in model.history] == [IC, RC, SY]  # neither TOOL_SELECT nor ERROR_HANDLER asked a model
-    synth = "\n".join(m.content for m in model.history[-1].messages)
+    assert [c.node for c in model.history] == [IC]  # the tool, the label, the retry and the answer: code's
     assert ("The Prescription cannot be used until an administrator repairs its database; retrying will not help. "
-            "The record was not changed.") in synth
+            "The record was not changed.") in result.response

@@ -55,27 +55,34 @@ def test_direct():
 
 
 def test_single_tool():
-    result, model, toolbox = run(
-        "Check FDA warnings for dofetilide",
-        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
-         RC: [good()], SY: ["Dofetilide has a boxed warning for torsade de pointes."]},
-        {"check_drug_safety": [{"result": SAFETY}]},
-    )
+    # A look-up code reads in the words: code routes it, labels the result and answers from it.
+    result, model, toolbox = run("Check FDA warnings for dofetilide", {}, {"check_drug_safety": [{"result": SAFETY}]})
     assert result.path == [IA, IC, *TOOL_LOOP, SY]
     assert toolbox.calls == [("check_drug_safety", {"drug_name": "dofetilide"})]
     assert result.tool_calls[0]["classification"] == "success_rich"
+    assert model.history == []  # no model call: not for the intent, the tool, the label or the answer
+    assert "Boxed warning: Torsade de pointes risk" in result.response
+    assert "check_drug_safety" not in result.response
+
+
+def test_single_tool_the_model_routes():
+    # A request code cannot read (no drug it knows) is still the model's to route.
+    result, model, toolbox = run(
+        "Check FDA warnings for the new antiarrhythmic",
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}]},
+        {"check_drug_safety": [{"result": SAFETY}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, SY]
     stage2 = model.history[2]
-    assert stage2.schema == "DrugSafetyArgs" and "Detected drug name: dofetilide" in stage2.messages[-1].content
-    assert "[Drug Safety Report]" in model.history[-1].messages[-1].content  # clinical label reaches synthesis
-    assert "check_drug_safety" not in model.history[-1].messages[-1].content
+    assert stage2.schema == "DrugSafetyArgs"
+    assert [c.node for c in model.history] == [IC, TS, TS]  # the label and the answer are code's
 
 
 def test_multi_tool_two_steps_passes_the_found_patient_id():
     result, model, toolbox = run(
         "Find patient Maria Garcia and check her chart",
         {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}],
-         RC: [good(), good()], SY: ["Maria Garcia: hypertension, on lisinopril."]},
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"patient_id": "pat-002", "problems": ["Hypertension"]}}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, *TOOL_LOOP, SY]
@@ -91,9 +98,7 @@ def test_multi_tool_three_steps():
     result, _, toolbox = run(
         "Find patient Maria Garcia, check her chart, and verify metformin safety",
         {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"},  # the chart: code's call
-              {"tool_name": "check_drug_safety"}, {"drug_name": "metformin"}],
-         RC: [good(), good(), good()], SY: ["Summary."]},
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},  # the chart and the safety look-up: code's
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"problems": ["CKD"]}}],
          "check_drug_safety": [{"result": {"boxed_warning": "Lactic acidosis."}}]},
     )
@@ -104,51 +109,46 @@ def test_multi_tool_three_steps():
 def test_error_retry_same_then_success():
     result, model, toolbox = run(
         "Check FDA warnings for amiodarone",
-        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
-         RC: [{"quality": "error_retryable", "brief_summary": "Timed out."}, good()],
-         EH: [{"strategy": "retry_same", "reasoning": "temporary"}], SY: ["Amiodarone: pulmonary toxicity warning."]},
+        {EH: [{"strategy": "retry_same", "reasoning": "temporary"}]},
         {"check_drug_safety": [{"error_type": "timeout", "message": "late"}, {"result": {"boxed_warning": "Pulmonary toxicity."}}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, SY]
     assert toolbox.calls == [("check_drug_safety", {"drug_name": "amiodarone"})] * 2
-    assert [c.node for c in model.history].count(TS) == 2  # retry_same made no new TOOL_SELECT call
-    synthesis_prompt = model.history[-1].messages[-1].content
-    assert "late" not in synthesis_prompt  # raw error never reaches the model
+    assert [c.node for c in model.history] == [EH]  # the retry's mode is the model's one choice
+    assert "late" not in model.history[0].messages[-1].content  # raw error never reaches the model
+    assert "Boxed warning: Pulmonary toxicity." in result.response and "late" not in result.response
 
 
 def test_error_retry_different_args_reextracts():
     result, model, toolbox = run(
         "Find studies about metformin in kidney disease",
-        {IC: [intent("search_medical_literature")],
-         TS: [{"tool_name": "search_medical_literature"}, {"query": "metformin kidney xyz"}, {"query": "metformin kidney disease"}],
-         RC: [{"quality": "no_results", "brief_summary": "Nothing."}, good()],
-         EH: [{"strategy": "retry_different_args", "reasoning": "broaden"}], SY: ["Two studies found."]},
+        {TS: [{"query": "metformin renal"}], EH: [{"strategy": "retry_different_args", "reasoning": "broaden"}]},
         {"search_medical_literature": [{"error_type": "not_found", "message": "none"}, {"result": {"articles": [{"title": "T"}]}}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, SY]
-    assert toolbox.calls[1][1] == {"query": "metformin kidney disease"}
-    retry_prompt = [c for c in model.history if c.schema == "LiteratureSearchArgs"][1].messages[-1].content
+    assert toolbox.calls[0][1] == {"query": "metformin kidney disease"}  # code's words first
+    assert toolbox.calls[1][1] == {"query": "metformin renal"}  # then the model's, once, and the turn ends
+    retry_prompt = [c for c in model.history if c.schema == "LiteratureSearchArgs"][0].messages[-1].content
     assert "Choose different arguments" in retry_prompt
 
 
 def test_error_skip_drug_not_in_database():
     result, model, _ = run(
         "Check FDA warnings for zorblatin",
-        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "zorblatin"}],
-         RC: [{"quality": "error_fatal", "brief_summary": "Unknown drug."}], SY: ["Zorblatin is not in the drug database."]},
+        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "zorblatin"}]},
         {"check_drug_safety": [{"error_type": "drug_not_in_database", "message": "unknown"}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
     assert "ERROR_HANDLER" not in [c.node for c in model.history]  # skip is code's decision
-    assert "zorblatin was not found in the drug database" in model.history[-1].messages[-1].content
+    assert "zorblatin is not in this appliance's drug data" in result.response  # said plainly, never a guess
+    assert "appliance knowledge import openfda FILE" in result.response
+    assert "this does not mean it is safe" in result.response
 
 
 def test_error_retries_exhausted_then_skip():
     result, _, toolbox = run(
         "Check FDA warnings for amiodarone",
-        {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
-         RC: [{"quality": "error_retryable", "brief_summary": "Timed out."}] * 3,
-         EH: [{"strategy": "retry_same", "reasoning": None}] * 2, SY: ["The drug safety source was unavailable."]},
+        {EH: [{"strategy": "retry_same", "reasoning": None}] * 2},
         {"check_drug_safety": [{"error_type": "timeout", "message": "t"}] * 3},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, EH, *TOOL_LOOP, EH, SY]
@@ -158,7 +158,7 @@ def test_error_retries_exhausted_then_skip():
 def test_ask_user_on_three_matches_is_code_not_model():
     result, model, _ = run(
         "Search for patient James Wilson",
-        {IC: [intent("search_patient")], TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"}], RC: [good()]},
+        {IC: [intent("search_patient")], TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"}]},
         {"search_patient": [{"result": THREE}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, SY]
@@ -172,8 +172,7 @@ def test_ask_user_on_missing_patient_id():
     result, model, toolbox = run(
         "Prescribe metformin 500 mg twice daily",
         {IC: [intent("prescribe_medication")],  # code reads the order; only the patient is the model's
-         TS: [{"patient_id": "pat-999", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
-         RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
+         TS: [{"patient_id": "pat-999", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}]},
         approver=approve_all,
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
@@ -196,8 +195,7 @@ def test_a_write_value_the_clinician_did_not_give_is_asked_for_not_invented(quer
         query,
         {IC: [intent("prescribe_medication")],
          TS: [*choose,
-              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
-         RC: [{"quality": "error_fatal", "brief_summary": "Details missing."}]},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}]},
         approver=approve_all,
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
@@ -211,8 +209,7 @@ def test_write_values_from_the_recent_exchanges_count_as_given():
         "twice daily",
         {IC: [intent("prescribe_medication")],
          TS: [{"tool_name": "prescribe_medication"},
-              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}],
-         RC: [good()], SY: ["Prescribed."]},
+              {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}]},
         {"prescribe_medication": [{"result": {"id": 41, "status": "active"}}]},
         approver=approve_all, patient_id="abc-123",
         history=[("user", "Prescribe metformin 500mg for abc-123"),
@@ -225,10 +222,10 @@ def test_write_rejected_is_never_executed():
     result, _, toolbox = run(
         "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
-         TS: [],  # the order is read in full from the words: code's call, no model
-         RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["The prescription was not written."]},
+         TS: []},  # the order is read in full from the words: code's call, no model
         approver=deny_all,
     )
+    assert "did not approve the Prescription; nothing was written" in result.response
     assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
     assert [c[0] for c in toolbox.calls] == ["get_patient_chart"]  # the safety gate's read; no write
     assert result.tool_calls[0]["error_type"] == "rejected_by_user"
@@ -240,37 +237,38 @@ def test_the_clinicians_reason_for_rejecting_reaches_synthesis():
     result, model, toolbox = run(
         "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
-         TS: [],  # the order is read in full from the words: code's call, no model
-         RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}], SY: ["Not written."]},
+         TS: []},  # the order is read in full from the words: code's call, no model
         approver=lambda tool, args, safety=None: Approval(False, args, "wrong patient"),
     )
     assert [c[0] for c in toolbox.calls] == ["get_patient_chart"]  # the safety gate's read; no write
-    synth_prompt = "\n".join(m.content for m in model.history[-1].messages)
-    assert model.history[-1].node == SY
-    assert "did not approve the Prescription; nothing was written. Reason given: wrong patient." in synth_prompt
+    assert SY not in [c.node for c in model.history]  # code's words, at once
+    assert "did not approve the Prescription; nothing was written. Reason given: wrong patient." in result.response
 
 
 def test_write_approved_runs_once():
     result, _, toolbox = run(
         "Prescribe metformin 500mg twice daily for abc-123",
         {IC: [intent("prescribe_medication")],
-         TS: [],  # the order is read in full from the words: code's call, no model
-         RC: [good()], SY: ["Metformin 500 mg twice daily was prescribed."]},
-        {"prescribe_medication": [{"result": {"id": 41, "status": "active"}}]},
+         TS: []},  # the order is read in full from the words: code's call, no model
+        {"prescribe_medication": [{"result": {"id": "54ab4be4-0c1d", "status": "active", "author": "drx"}}]},
         approver=approve_all,
     )
     assert result.path == [IA, IC, *TOOL_LOOP, SY]
     assert toolbox.calls[0][1]["patient_id"] == "abc-123"
+    # The answer says what was written in clinical words: no record dump, no row id, no author.
+    assert result.response.startswith("Prescribed metformin 500mg twice daily")
+    assert "54ab4be4" not in result.response and "drx" not in result.response and "Here is what" not in result.response
 
 
 def test_step_limit_stops_the_loop():
     tools = ["search_patient", "get_patient_chart", "check_drug_safety", "search_medical_literature", "find_clinical_trials"]
-    script = {IC: [intent("search_patient")], TS: [], RC: [good()] * 4, SY: ["Done."]}
+    script = {IC: [intent("search_patient")], TS: []}
     args = {"search_patient": {"name": "Maria Garcia"}, "get_patient_chart": {"patient_id": "pat-002"},
             "check_drug_safety": {"drug_name": "metformin"}, "search_medical_literature": {"query": "metformin"}}
-    for tool in tools[:4]:
-        if tool != "get_patient_chart":  # the chart of the one patient found is code's call
-            script[TS] += [{"tool_name": tool}, args[tool]]
+    for tool in ("search_patient", "check_drug_safety", "search_medical_literature"):
+        # the chart of the one patient found is code's call; the trials, named with no
+        # condition code can read, leave the whole look-up to the model
+        script[TS] += [{"tool_name": tool}, args[tool]]
     result, _, toolbox = run(
         "Find patient Maria Garcia, review her chart, check metformin safety, find studies and recruiting trials",
         script,
@@ -285,8 +283,7 @@ def test_no_upfront_plan_and_no_llm_sufficiency_or_ask_user_calls():
     result, model, _ = run(
         "Find patient Maria Garcia and check her chart",
         {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}],  # then the chart: code's call
-         RC: [good(), good()], SY: ["ok"]},
+         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},  # then the chart: code's call
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"a": 1}}]},
     )
     schemas = [c.schema for c in model.history]
@@ -301,10 +298,7 @@ def test_no_upfront_plan_and_no_llm_sufficiency_or_ask_user_calls():
     ("See check_drug_safety_info and xsearch_patient2 for more.", "check_drug_safety"),
 ])
 def test_synthesis_never_leaks_tool_names(raw, expected_absent):
-    result, _, _ = run("Check FDA warnings for dofetilide",
-                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
-                        RC: [good()], SY: [raw]},
-                       {"check_drug_safety": [{"result": SAFETY}]})
+    result, _, _ = run("How is dofetilide started?", {IC: [intent()], SY: [raw]})
     assert expected_absent not in result.response
     assert not any(name in result.response for name in TOOL_LABELS)
     assert "Drug Safety Report" in result.response or "Patient Record" in result.response
@@ -316,29 +310,29 @@ def test_synthesis_never_leaks_tool_names(raw, expected_absent):
 ])
 def test_streamed_pieces_never_leak_tool_names_and_add_up_to_the_answer(raw):
     pieces: list[str] = []
-    result, _, _ = run("Check FDA warnings for dofetilide",
-                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
-                        RC: [good()], SY: [raw]},
-                       {"check_drug_safety": [{"result": SAFETY}]}, on_token=pieces.append)
+    result, _, _ = run("How is dofetilide started?", {IC: [intent()], SY: [raw]}, on_token=pieces.append)
     assert not any(name in piece for piece in pieces for name in TOOL_LABELS)
     assert "".join(pieces).strip() == result.response
 
 
-def test_empty_synthesis_falls_back_to_findings():
-    result, _, _ = run("Check FDA warnings for dofetilide",
-                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
-                        RC: [good()], SY: ["   "]},
-                       {"check_drug_safety": [{"result": SAFETY}]})
+def test_empty_synthesis_falls_back_to_findings(tmp_path):
+    # The model still writes where code cannot read the result (an image's findings).
+    from tests.llm.gguf_helpers import png
+
+    image = tmp_path / "cxr.png"
+    image.write_bytes(png(64, 64))
+    findings = {"modality": "chest X-ray", "findings": ["right lower lobe opacity"], "confidence": "moderate"}
+    result, _, _ = run("What does this chest X-ray show?",
+                       {"IMAGE_ANALYSIS": [findings], IC: [intent("analyze_medical_image")],
+                        TS: [{"tool_name": "analyze_medical_image"}, {"query": "What does this show?"}],
+                        RC: [good()], SY: ["   "]}, image_path=str(image))
     assert result.response.strip()
-    assert "Torsade" in result.response
+    assert "right lower lobe opacity" in result.response
     assert result.trace[-1].output["fallback_used"] is True
 
 
 def test_trace_has_one_event_per_node_with_labels_and_timings():
-    result, _, _ = run("Check FDA warnings for dofetilide",
-                       {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "dofetilide"}],
-                        RC: [good()], SY: ["ok"]},
-                       {"check_drug_safety": [{"result": SAFETY}]})
+    result, _, _ = run("Check FDA warnings for dofetilide", {}, {"check_drug_safety": [{"result": SAFETY}]})
     assert [e.node for e in result.trace] == result.path
     assert all(e.label and e.seconds >= 0 for e in result.trace)
     execute = result.trace[3]
@@ -349,7 +343,7 @@ def test_trace_has_one_event_per_node_with_labels_and_timings():
     assert set(payload) >= {"response", "path", "tool_calls", "router", "timings", "intent"}
 
 
-def test_every_node_call_uses_seed_002_section_7_settings():
+def test_every_node_call_uses_seed_002_section_7_settings(tmp_path):
     # (node, schema) -> (temperature, max_tokens) as docs/design.md §7 gives them; a dictated
     # clinical note is the one documented exception (never cut: its schema's longest output).
     from appliance.llm.grammar import token_budget
@@ -360,14 +354,24 @@ def test_every_node_call_uses_seed_002_section_7_settings():
         (TS, "DrugSafetyArgs"): (0.0, 128), (RC, "ResultAssessment"): (0.0, 128),
         (EH, "RetryStrategy"): (0.0, 64), (SY, None): (0.5, 256),
     }
+    from tests.llm.gguf_helpers import png
+
     _, model, _ = run(
-        "Check FDA warnings for amiodarone",
+        "Check FDA warnings for the new antiarrhythmic",  # no drug code reads: the model routes it
         {IC: [intent("check_drug_safety")], TS: [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
-         RC: [{"quality": "error_retryable", "brief_summary": "Timed out."}, good()],
-         EH: [{"strategy": "retry_same", "reasoning": "temporary"}], SY: ["Amiodarone: pulmonary toxicity warning."]},
+         EH: [{"strategy": "retry_same", "reasoning": "temporary"}]},
         {"check_drug_safety": [{"error_type": "timeout", "message": "late"}, {"result": {"boxed_warning": "Pulmonary toxicity."}}]},
     )
     seen = {(c.node, c.schema): (c.temperature, c.max_tokens) for c in model.history}
+    image = tmp_path / "cxr.png"  # the label and the free answer: only where code cannot read the result
+    image.write_bytes(png(64, 64))
+    _, model, _ = run("What does this chest X-ray show?",
+                      {"IMAGE_ANALYSIS": [{"modality": "chest X-ray", "findings": ["opacity"], "confidence": "low"}],
+                       IC: [intent("analyze_medical_image")],
+                       TS: [{"tool_name": "analyze_medical_image"}, {"query": "What does this show?"}],
+                       RC: [good()], SY: ["An opacity."]}, image_path=str(image))
+    seen.update({(c.node, c.schema): (c.temperature, c.max_tokens) for c in model.history
+                 if (c.node, c.schema) in expected})
     assert seen == expected
     note = ARG_SCHEMAS["save_clinical_note"]
     assert token_budget(note, 128, whole=True) > 1000  # the note's own bound, far above 128

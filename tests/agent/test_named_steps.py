@@ -99,13 +99,13 @@ def test_a_request_naming_three_steps_runs_three_even_when_the_model_says_none()
          TS: [{"tool_name": "search_patient"}, {"name": "Omar Haddad"},
               # the chart of the one patient found is code's call (appliance.agent.orders.code_patient)
               {"tool_name": "none"},  # the model thinks it is done; the patterns say not
-              {"tool_name": "check_drug_interactions"}, {"drug_names": ["clarithromycin", "atorvastatin"]}],
-         RC: [GOOD] * 3, SY: ["Atorvastatin with clarithromycin is a major interaction."]},
+              {"tool_name": "check_drug_interactions"}, {"drug_names": ["clarithromycin", "atorvastatin"]}]},
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": chart}],
          "check_drug_interactions": [{"result": interactions}]},
     )
     assert result.path == [IA, IC, *LOOP, *LOOP, TS, DR, *LOOP, SY]
     assert [c["tool"] for c in result.tool_calls] == ["search_patient", "get_patient_chart", "check_drug_interactions"]
+    assert "atorvastatin + clarithromycin: major" in result.response
 
 
 def test_at_the_step_limit_the_answers_input_and_fallback_name_what_was_not_done():
@@ -115,13 +115,12 @@ def test_at_the_step_limit_the_answers_input_and_fallback_name_what_was_not_done
     script = {IC: [_intent("search_patient")],
               TS: [{"tool_name": "search_patient"}, {"name": "Omar Haddad"},  # the chart: code's call
                    {"tool_name": "check_drug_safety"}, {"drug_name": "atorvastatin"},
-                   {"tool_name": "search_medical_literature"}, {"query": "atorvastatin"}],
-              RC: [GOOD] * 4, SY: [""]}  # an empty answer: the fallback must say it too
+                   {"tool_name": "search_medical_literature"}, {"query": "atorvastatin"}]}
     result, model = _run(query, script, tools)
     assert "step limit" in result.router[-1]["reason"]
     line = "Part of the request was not done: find clinical trials."
-    assert line in model.history[-1].messages[-1].content
-    assert result.trace[-1].output["fallback_used"] and line in result.response
+    assert SY not in [c.node for c in model.history]  # code reads every result: its answer says it
+    assert result.trace[-1].output["by"] == "code" and line in result.response
 
 
 def test_a_dictated_note_routes_nothing_but_its_words_reach_the_note():
@@ -130,8 +129,7 @@ def test_a_dictated_note_routes_nothing_but_its_words_reach_the_note():
             "note_text": "asked about interactions between warfarin and aspirin, wants trials"}
     result, model = _run(
         query,
-        {IC: [_intent("save_clinical_note")], TS: [{"tool_name": "save_clinical_note"}, note],
-         RC: [GOOD], SY: ["The note was saved."]},
+        {IC: [_intent("save_clinical_note")], TS: [{"tool_name": "save_clinical_note"}, note]},
         {"save_clinical_note": [{"result": {"id": 12}}]}, approver=approve_all,
     )
     assert result.path == [IA, IC, *LOOP, SY]  # no interaction check, no trial search
@@ -147,8 +145,7 @@ def test_dictated_write_values_are_still_the_clinicians_words_for_grounding():
     args = {"patient_id": "pat-311", "medication_name": "warfarin", "dosage": "5 mg", "frequency": "once daily", "notes": None}
     result, _ = _run(
         query,
-        {IC: [_intent("prescribe_medication")], TS: [],  # the order parser reads the quoted words: code's call
-         RC: [GOOD], SY: ["Warfarin 5 mg once daily was prescribed."]},
+        {IC: [_intent("prescribe_medication")], TS: []},  # the order parser reads the quoted words: code's call
         {"prescribe_medication": [{"result": {"id": 3, "status": "active"}}]}, approver=approve_all,
     )
     assert result.tool_calls[0]["error_type"] is None  # grounded in the quoted words, approved, written

@@ -21,13 +21,8 @@ def test_every_node_has_exactly_one_step_and_one_label():
 
 
 def test_a_turn_speaks_node_names_everywhere_and_returns_plain_text():
-    script = {
-        "INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Safety lookup.", "suggested_tool": "check_drug_safety"}],
-        "TOOL_SELECT": [{"tool_name": "check_drug_safety"}, {"drug_name": "amiodarone"}],
-        "RESULT_CLASSIFY": [{"quality": "error_retryable", "brief_summary": "Timed out."},
-                            {"quality": "success_rich", "brief_summary": "Warnings returned."}],
+    script = {  # the look-up, its label and its answer are code's; the retry's mode is the model's
         "ERROR_HANDLER": [{"strategy": "retry_same", "reasoning": "temporary"}],
-        "SYNTHESIZE": ["Amiodarone carries boxed warnings."],
     }
     tools = {"check_drug_safety": [{"error_type": "timeout", "message": "scripted"}, {"result": {"boxed_warning": "x"}}]}
     model = ScriptedModel(script)

@@ -189,7 +189,7 @@ def test_the_turn_asks_instead_of_retrying_and_skipping(query, pid, outcome, cal
     # the model is asked to choose only when code has no patient.
     select = [] if find_patient_ids(query) else [{"tool_name": "get_patient_chart"}, {"patient_id": pid}]
     result, model, toolbox = _turn(
-        query, {IC: [CHART_INTENT], TS: select, RC: [BAD]},
+        query, {IC: [CHART_INTENT], TS: select},
         {"get_patient_chart": [outcome]} if outcome else None)
     assert result.path == [IA, IC, *LOOP, EH, SY]
     assert len(toolbox.calls) == calls
@@ -267,7 +267,7 @@ def test_the_chosen_candidate_is_grounded_and_read():
     history = [("user", "Search for patient James Wilson"), ("assistant", QUESTION)]
     result, model, toolbox = _turn(
         "the second one", {IC: [CHART_INTENT], TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "pat-003"}],
-                           RC: [GOOD], SY: ["James Wilson, born 1967: hypertension."]},
+                           },
         {"get_patient_chart": [{"result": {"patient": {"patient_id": "pat-003", "name": "James Wilson"}}}]},
         history=history)
     assert result.path == [IA, IC, *LOOP, SY] and result.kind == "answer"
@@ -279,7 +279,7 @@ def test_the_chosen_candidate_is_grounded_and_read():
 def test_a_reply_that_picks_nobody_grounds_nobody():
     history = [("user", "Search for patient James Wilson"), ("assistant", QUESTION)]
     result, _, toolbox = _turn(
-        "the fourth one", {IC: [CHART_INTENT], TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "pat-004"}], RC: [BAD]},
+        "the fourth one", {IC: [CHART_INTENT], TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "pat-004"}]},
         history=history)
     assert toolbox.calls == [] and result.kind == "clarification"
     assert result.response == "I need a patient ID to proceed. Could you provide one?"

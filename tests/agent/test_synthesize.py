@@ -53,6 +53,12 @@ SAFETY = ToolResult("check_drug_safety", "Drug Safety Report", {"drug_name": "am
                     "and worsened arrhythmia.")
 
 
+# The model writes only where code cannot read a result (an image's findings): the guard's cases
+# run on such a result, holding the same findings text.
+READ_BY_MODEL = ToolResult("analyze_medical_image", "Image Analysis", {"query": "amiodarone"},
+                           {"findings": ["pulmonary toxicity"]}, SAFETY.formatted_result)
+
+
 @pytest.mark.parametrize("answer, results, problem", [
     ("", (), "empty"),
     (SYSTEM_PROMPT.split("\n")[0], (), "repeated the instructions"),
@@ -76,7 +82,7 @@ def test_the_answer_guard(answer, results, problem):
 def test_an_echoed_prompt_falls_back_to_the_findings_and_the_trace_says_why():
     echo = "Information found:\n[Drug Safety Report] Include only the most critical findings."
     model = ScriptedModel({"SYNTHESIZE": [echo]})
-    update, output = run(state("Check FDA warnings for amiodarone", results=(SAFETY,)), model)
+    update, output = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
     assert update["final_response"].startswith("Here is what was found:")
     assert "pulmonary toxicity" in update["final_response"]
     assert output["fallback_used"] is True and output["fallback_reason"] == "repeated the instructions"
@@ -84,13 +90,13 @@ def test_an_echoed_prompt_falls_back_to_the_findings_and_the_trace_says_why():
 
 def test_an_answer_about_something_else_falls_back_to_the_findings():
     model = ScriptedModel({"SYNTHESIZE": ["Metformin is first-line therapy for type 2 diabetes."]})
-    update, output = run(state("Check FDA warnings for amiodarone", results=(SAFETY,)), model)
+    update, output = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
     assert "pulmonary toxicity" in update["final_response"]
     assert output["fallback_reason"] == "used none of the findings"
 
 
 def test_a_grounded_answer_is_kept():
     model = ScriptedModel({"SYNTHESIZE": ["Amiodarone: boxed warning for pulmonary toxicity and hepatic injury."]})
-    update, output = run(state("Check FDA warnings for amiodarone", results=(SAFETY,)), model)
+    update, output = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
     assert update["final_response"] == "Amiodarone: boxed warning for pulmonary toxicity and hepatic injury."
     assert output["fallback_used"] is False and output["fallback_reason"] is None

@@ -84,9 +84,7 @@ def test_a_write_request_the_model_calls_direct_is_routed_to_the_write():
     script = {"INTENT_CLASSIFY": [DIRECT],
               "TOOL_SELECT": [{"tool_name": "prescribe_medication"},
                               {"patient_id": "abc-123", "medication_name": "amoxicillin", "dosage": "500 mg",
-                               "frequency": "three times daily", "notes": None}],
-              "RESULT_CLASSIFY": [{"quality": "error_fatal", "brief_summary": "Not approved."}],
-              "SYNTHESIZE": ["Amoxicillin is a penicillin antibiotic."]}
+                               "frequency": "three times daily", "notes": None}]}
     a, model, box = agent(script)
     result = a.run_turn("Prescribe amoxicillin 500 mg three times daily for abc-123")
     assert result.path[:4] == ["INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE"]
@@ -108,9 +106,7 @@ def test_answers_carry_the_demo_notice_and_patient_data_carries_the_chart_remind
     chart = {"patient": {"patient_id": "abc-123", "name": "John Smith"}, "allergies": [], "medications": []}
     script = {"INTENT_CLASSIFY": [{"intent": "TOOL_NEEDED", "task_summary": "Chart review.",
                                    "suggested_tool": "get_patient_chart"}],
-              "TOOL_SELECT": [{"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"}],
-              "RESULT_CLASSIFY": [{"quality": "success_rich", "brief_summary": "Chart returned."}],
-              "SYNTHESIZE": ["John Smith has no medications recorded."]}
+              "TOOL_SELECT": [{"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"}]}
     a, _, _ = agent(script, {"get_patient_chart": [{"result": chart}]})
     result = a.run_turn("Review the chart of abc-123")
     assert result.model_notice == "demo model: answers are not clinical advice"

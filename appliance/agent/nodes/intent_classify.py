@@ -6,6 +6,7 @@ It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments
 from __future__ import annotations
 
 from appliance.agent.chart_answers import chart_topics
+from appliance.agent.knowledge_requests import routed_by_code, summary as knowledge_summary
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node
@@ -34,6 +35,11 @@ Answer with JSON only."""
 
 
 def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+    if routed_by_code(state):
+        # Code read every step the words name (knowledge_requests): no model call for the intent.
+        calls = state.knowledge_calls
+        update = {"intent": "TOOL_NEEDED", "task_summary": knowledge_summary(calls), "suggested_tool": calls[0].tool}
+        return update, {**update, "by": "code", "reason": "the clinician's words name the look-up"}
     user = state.user_query
     if state.selected_patient_id:
         user += f"\n(The clinician has patient {state.selected_patient_id} open.)"
@@ -58,6 +64,10 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         # Code overrules the model: a question about this patient's chart is answered from the chart.
         update.update(intent="TOOL_NEEDED", suggested_tool="get_patient_chart")
         output["overruled"] = "the clinician asked about the patient's chart: TOOL_NEEDED"
+    elif out.intent == "DIRECT" and state.knowledge_calls:
+        # Code overrules the model: a look-up code can name is never answered with prose alone.
+        update.update(intent="TOOL_NEEDED", suggested_tool=state.knowledge_calls[0].tool)
+        output["overruled"] = f"the clinician's words name a look-up ({state.knowledge_calls[0].tool}): TOOL_NEEDED"
     elif requested and out.suggested_tool != requested[0]:
         # The label follows the request code read: a prescription is never "Allergy Documentation".
         update["suggested_tool"] = requested[0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from appliance.agent.knowledge_requests import KNOWLEDGE_TOOLS, STEP_OF_TOOL, calls_not_done
 from appliance.agent.state import AgentState, Node
 from appliance.agent.task_patterns import SEARCH, Step, named_steps
 
@@ -51,6 +52,8 @@ def patient_id_known(state: AgentState) -> bool:
 def required_tools(state: AgentState) -> set[str]:
     steps = named_steps(state.user_query)
     needed = {step.tool for step in steps}
+    if state.knowledge_calls:  # code read the look-ups: its calls stand for the knowledge steps
+        needed = (needed - KNOWLEDGE_TOOLS) | {c.tool for c in state.knowledge_calls}
     if state.extracted_entities.patient_names and not patient_id_known(state):
         needed.add("search_patient")
     # "Find John Smith ..." names a patient as surely as "patient John Smith": only a typed ID
@@ -68,9 +71,11 @@ def handled_tools(state: AgentState) -> set[str]:
 
 def steps_not_done(state: AgentState) -> tuple[Step, ...]:
     """The steps the request names that neither ran nor were skipped, in the order named."""
-    missing = required_tools(state) - handled_tools(state)
+    missing = required_tools(state) - handled_tools(state) | {c.tool for c in calls_not_done(state)}
     steps = [SEARCH] if "search_patient" in missing else []
     steps += [s for s in named_steps(state.user_query) if s.tool in missing and s.tool != "search_patient"]
+    steps += [STEP_OF_TOOL[t] for t in dict.fromkeys(c.tool for c in state.knowledge_calls)
+              if t in missing and STEP_OF_TOOL[t] not in steps]
     return tuple(steps)
 
 
@@ -89,7 +94,7 @@ def task_status(state: AgentState, limits: Limits) -> tuple[bool, str]:
     if is_duplicate_call(state):
         return True, "the same call was repeated; stopping the loop"
     needed = required_tools(state)
-    missing = needed - handled_tools(state)
+    missing = needed - handled_tools(state) | {c.tool for c in calls_not_done(state)}
     if needed:
         if missing:
             return False, "the request still needs: " + ", ".join(sorted(missing))

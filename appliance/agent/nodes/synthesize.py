@@ -29,7 +29,7 @@ import json
 import re
 import threading
 
-from appliance.agent import chart_answers
+from appliance.agent import chart_answers, code_answers
 from appliance.agent.fact_guard import sources_text, unsupported_facts
 from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
@@ -148,10 +148,7 @@ def image_section(findings: dict) -> str:
 def found_text(state: AgentState, r) -> str:
     """A successful result as the clinician reads it without the model: a chart in code's
     words (the sections asked about, else all), anything else pre-formatted."""
-    if r.tool_name == "get_patient_chart" and isinstance(r.result, dict):
-        topics = chart_answers.chart_topics(state.user_query) or chart_answers.ORDER
-        return chart_answers.render(r.result, topics, state.user_query)
-    return r.formatted_result
+    return code_answers.render(state, r, state.drug_data_size) or r.formatted_result
 
 
 def fallback_answer(state: AgentState) -> str:
@@ -177,7 +174,11 @@ def run(
         update = {"final_response": state.clarification_request}
         return update, {"kind": "clarification", "model_call": False}
     code_answer = chart_answer(state)
-    if code_answer is not None:  # the chart's facts need no language: code writes them, no model call
+    if code_answer is None:  # every result is one code reads (code_answers): no model call
+        code_answer = code_answers.answer(state, unavailable_messages(state), state.drug_data_size)
+        if code_answer is not None and record_unchanged(state) and not code_answer.endswith(NOT_CHANGED):
+            code_answer = f"{code_answer}\n\n{NOT_CHANGED}"
+    if code_answer is not None:  # the sources' facts need no language: code writes them, no model call
         if on_token:
             on_token(code_answer)
         return {"final_response": code_answer}, {"kind": "answer", "model_call": False, "by": "code",
@@ -246,15 +247,34 @@ def unsupported_in(answer: str, state: AgentState, drugs: DrugRecogniser):
     return unsupported_facts(answer, sources, drugs, patient_data=patient_data_read(state))
 
 
-WITHHELD = ("The assistant's wording was withheld: it named {facts}, which neither the sources it read nor your "
-            "question contain. What the sources hold:")
+WITHHELD = "The assistant's wording was withheld: it named {facts}, which could not be found in {looked}."
+NOT_READ = " The patient's chart was not read this turn, so what it holds was not checked."
+NOTHING_HELD = "No source answered this turn, so there is nothing to show in its place."
+
+
+def looked_in(state: AgentState) -> str:
+    """Where the guard looked, in the clinician's terms: each source that answered, and the question."""
+    places = list(dict.fromkeys(f"the {r.tool_label}" for r in state.tool_results if r.error_type is None))
+    if state.image_findings:
+        places.append("the image findings")
+    places.append("your question")
+    return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " or " + places[-1]
 
 
 def withheld_answer(state: AgentState, unsupported) -> str:
-    """Code's answer in place of a withheld one: the line saying why, then the chart's sections
-    the question asked about (rendered by code) or the pre-formatted findings."""
-    head = WITHHELD.format(facts=", ".join(u.words() for u in unsupported[:4]))
-    return f"{head}\n\n{fallback_answer(state)}"
+    """Code's answer in place of a withheld one: what the guard could not find and where it
+    looked (saying so when the chart was not read, so no one takes the notice as the chart's
+    word), then the sources' facts in code's words; never an empty list of them."""
+    head = WITHHELD.format(facts=", ".join(u.words() for u in unsupported[:4]), looked=looked_in(state))
+    chart_read = any(r.tool_name == "get_patient_chart" and r.error_type is None for r in state.tool_results)
+    if (state.selected_patient_id or state.extracted_entities.patient_ids) and not chart_read:
+        head += NOT_READ
+    held = [image_section(state.image_findings)] if state.image_findings else []
+    held += [found_text(state, r) for r in state.tool_results if r.error_type is None]
+    held += unavailable_messages(state)
+    if not held:
+        return f"{head}\n\n{NOTHING_HELD}"
+    return f"{head}\n\nWhat the sources hold:\n" + "\n\n".join(held)
 
 
 def dropped_caveats(answer: str, state: AgentState) -> list[str]:

@@ -26,6 +26,7 @@ from appliance.agent.dictation import instruction_text
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.order_calls import ORDER_TOOLS, order_call
+from appliance.agent.knowledge_requests import next_call
 from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
@@ -145,6 +146,9 @@ def _code_call(state: AgentState, drugs: DrugRecogniser | None) -> tuple[str, di
     the chart of the patient code settled on, or a prescription whose drug the order parser
     reads (complete when dose and frequency are read too). None: the model chooses."""
     pending = steps_not_done(state)
+    knowledge = next_call(state, tuple(s.tool for s in pending))
+    if knowledge is not None:  # a look-up whose arguments code read in the words (knowledge_requests)
+        return knowledge.tool, dict(knowledge.args), True, knowledge.why
     if not pending:
         return None
     tool = pending[0].tool

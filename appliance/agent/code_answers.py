@@ -1,0 +1,143 @@
+"""The answer in code's words when code can read every result of the turn (docs/design.md §4.8):
+a write (done, refused, failed), a chart read, a patient search, a knowledge look-up, a
+prescreen. No model call is spent on text code would replace.
+
+Invariants:
+- ``answer`` returns None (the model writes) when any result is one code does not render (an
+  image analysis), when an image was attached, or when no tool ran.
+- Every line is read from a result, a pre-formatted error, or code's own "not done" sentence:
+  nothing from memory. A write is said in clinical words (what was written, for whom, the
+  safety check's findings and an override's reason), never as a record dump or a row id.
+- A call that failed and was then retried with the same arguments is said once, by its last
+  result.
+"""
+
+from __future__ import annotations
+
+from appliance.agent import chart_answers, knowledge_answers
+from appliance.agent.state import AgentState, ToolResult
+from mcp_servers.contracts import WRITE_TOOLS
+
+
+def _last_of_each(results) -> list[ToolResult]:
+    """Each call's last result (a retry replaces its failed attempt), in order of first call."""
+    last: dict[str, ToolResult] = {}
+    for r in results:
+        last.pop(r.signature(), None)
+        last[r.signature()] = r
+    return list(last.values())
+
+
+def _safety_lines(report: dict | None) -> list[str]:
+    if not report:
+        return []
+    findings = report.get("findings") or []
+    lines = []
+    if findings:
+        lines.append("Safety check findings:")
+        lines += [f"- {str(f.get('severity', '')).upper()} {str(f.get('kind', '')).replace('_', ' ')}: {f.get('text')}"
+                  for f in findings]
+    else:
+        lines.append("Safety check: no findings.")
+    not_run = [c.replace("_", " ") for c, ran in (report.get("checked") or {}).items() if not ran]
+    if not_run:
+        lines.append("Checks not run: " + ", ".join(not_run) + ".")
+    if report.get("override_reason"):
+        lines.append(f"Written as an override of the safety check; reason given: {report['override_reason']}")
+    return lines
+
+
+def _patient_name(state: AgentState) -> str | None:
+    """The patient's name as a chart or a one-match search of this turn gives it."""
+    for r in state.tool_results:
+        found = r.result if isinstance(r.result, dict) and r.error_type is None else {}
+        if r.tool_name == "get_patient_chart" and (found.get("patient") or {}).get("name"):
+            return found["patient"]["name"]
+        if r.tool_name == "search_patient" and found.get("total_matches") == 1:
+            return found["matches"][0].get("name")
+    return None
+
+
+def _write_done(r: ToolResult, name: str | None) -> str:
+    a = {**r.args, **(r.result or {})}
+    if r.tool_name == "prescribe_medication":
+        order = " ".join(str(a[k]) for k in ("medication_name", "dosage", "frequency") if a.get(k))
+        head = f"Prescribed {order}" + (f" ({a['notes']})" if a.get("notes") else "") + "."
+    elif r.tool_name == "add_allergy":
+        details = "; ".join(str(a[k]) for k in ("reaction", "severity") if a.get(k))
+        head = f"Recorded an allergy to {a.get('substance')}" + (f" ({details})" if details else "") + "."
+    elif r.tool_name == "save_clinical_note":
+        head = f"Saved a {a.get('note_type') or 'clinical'} note ({a.get('characters') or len(str(a.get('note_text') or ''))} characters)."
+    else:
+        shown = {k: v for k, v in r.args.items() if k != "patient_id" and v not in (None, "")}
+        head = f"{r.tool_label} written: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items()) + "."
+    who = f" for {name}" if name else ""
+    return "\n".join([head[:-1] + who + ". The record was changed.", *_safety_lines(r.safety)])
+
+
+def _search(r: ToolResult) -> str:
+    found = r.result or {}
+    matches = found.get("matches") or []
+    name = r.args.get("name")
+    if not matches:
+        return f"No patient matching '{name}' was found in the record."
+    m = matches[0]
+    return f"Found {m.get('name')} (born {m.get('birth_date') or 'unknown'}, ID {m.get('patient_id')})."
+
+
+def render(state: AgentState, r: ToolResult, drug_count: int | None = None) -> str | None:
+    """One result in code's words, or None when code does not render it."""
+    if r.error_type is not None:
+        if r.error_type == "drug_not_in_database" and r.tool_name in ("check_drug_safety", "check_drug_interactions"):
+            return knowledge_answers.unknown_drug_error(r.tool_name, r.raw_error, r.args, drug_count)
+        error = r.error or f"The {r.tool_label} could not be completed."
+        if r.tool_name not in WRITE_TOOLS or not r.safety:
+            return error
+        # A refusal's reason may already list the findings: each is said once.
+        findings = [f"- {str(f.get('severity', '')).upper()} {str(f.get('kind', '')).replace('_', ' ')}: {f.get('text')}"
+                    for f in r.safety.get("findings") or [] if str(f.get("text")) not in error]
+        return "\n".join([error, *(["Safety check findings:", *findings] if findings else [])])
+    if not isinstance(r.result, dict):
+        return None
+    if r.tool_name in WRITE_TOOLS:
+        return _write_done(r, _patient_name(state))
+    if r.tool_name == "get_patient_chart":
+        topics = chart_answers.chart_topics(state.user_query) or chart_answers.ORDER
+        return chart_answers.render(r.result, topics, state.user_query)
+    if r.tool_name == "search_patient":
+        return _search(r)
+    if r.tool_name == "check_drug_safety":
+        return knowledge_answers.safety(r.result, state.user_query)
+    if r.tool_name == "check_drug_interactions":
+        return knowledge_answers.interactions(r.result, drug_count)
+    renderer = knowledge_answers.RENDERERS.get(r.tool_name)
+    return renderer(r.result) if renderer else None
+
+
+def notes(state: AgentState) -> list[str]:
+    """What code read into the words ("did you mean", a pronoun's drug), once each."""
+    return list(dict.fromkeys(n for c in state.knowledge_calls for n in c.notes))
+
+
+def answer(state: AgentState, unavailable: list[str], drug_count: int | None = None) -> str | None:
+    """The turn's answer in code's words (see the module docstring), or None."""
+    if state.image_findings or state.extracted_entities.has_image or not state.tool_results:
+        return None
+    parts = []
+    for r in _last_of_each(state.tool_results):
+        if r.tool_name == "search_patient" and r.error_type is None and any(
+                x.tool_name == "get_patient_chart" and x.error_type is None for x in state.tool_results):
+            continue  # the chart that follows names the patient
+        text = render(state, r, drug_count)
+        if text is None:
+            return None
+        parts.append(text)
+    said = "\n".join(parts)
+    parts += [m for m in unavailable if m not in said]
+    read = notes(state)
+    if read:
+        parts.insert(0, "Read as: " + "; ".join(read) + ".")
+    return "\n\n".join(p for p in parts if p)
+
+
+__all__ = ["answer", "notes", "render"]
