@@ -339,6 +339,12 @@ def _parse(text: str, drugs) -> Order:
         if bare is not None:
             span, value, unit = bare
             dose = Amount(head[span[0]:span[1]], value, None, unit, span=span, implied=True)
+    bare_parts = sig_reading.bare_parts(masked, mention.end, mention.generic, dose and (dose.unit, dose.span)) \
+        if strength is None and mention is not None else None
+    if bare_parts is not None:  # "Percocet 5/325": mg per unit, implied; alone it is the dose, as "5/325 mg" is
+        span, values = bare_parts
+        parts = Amount(head[span[0]:span[1]], max(values), None, "mg", parts=values, span=span, implied=True)
+        dose, strength = (parts, None) if dose is None else (dose, parts)
     for amount in (dose, strength):
         if amount is not None:
             masked = _blank(masked, amount.span)

@@ -1,5 +1,6 @@
 """The parts of a sig ``orders.parse_order`` reads beside the dose and frequency: the quantity
-to dispense, the refills, a dose written without a unit, and what an as-needed order is for.
+to dispense, the refills, a dose written without a unit (and a combination's strength, "Percocet
+5/325"), and what an as-needed order is for.
 
 Invariants:
 - Functions over the order's masked text (``orders``: IDs, dates and what was already read are
@@ -55,6 +56,31 @@ def bare_dose(masked: str, after: int, generic: str | None) -> tuple[tuple[int, 
     if value is None or value <= 0:
         return None
     return found.span("n"), value, w.implied_unit(generic)
+
+
+# A combination's strength with no unit right after its name: "Percocet 5/325", "Janumet 50/1000".
+_BARE_PARTS = re.compile(
+    rf"\s*(?P<n>\d+(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)+)(?![\w.%/\-])(?!\s*(?:{w.UNIT_WORDS})(?!\w))", re.IGNORECASE)
+_BARE_PARTS_FORMS = frozenset({"tablet", "capsule"})  # mg per unit; an inhaler's "250/50" is in mcg
+
+
+def bare_parts(masked: str, after: int, generic: str | None, dose: tuple[str | None, tuple[int, int]] | None
+               ) -> tuple[tuple[int, int], tuple[float, ...]] | None:
+    """(span, one number per ingredient) of a combination's strength written with no unit right
+    after the drug ("Percocet 5/325 1 tablet"), in mg by convention; None unless ``generic`` has
+    that many ingredients and the dose read (``dose``: unit and span) is none, or a count of
+    tablets or capsules apart from it."""
+    if "-" not in (generic or "") or (dose is not None and dose[0] not in _BARE_PARTS_FORMS):
+        return None
+    found = _BARE_PARTS.match(masked, after)
+    if found is None:
+        return None
+    values = tuple(float(v) for v in re.split(r"\s*/\s*", found.group("n")))
+    span = found.span("n")
+    if len(values) != len(generic.split("-")) or not all(0 < v < 100_000 for v in values) or \
+            (dose is not None and dose[1][0] < span[1] and span[0] < dose[1][1]):
+        return None
+    return span, values
 
 
 def indication(head: str, masked: str) -> str | None:

@@ -193,3 +193,13 @@ def test_a_combination_is_checked_per_ingredient(words, ingredient, knowledge, d
     report = check(words, make_chart(40), knowledge, drugs)
     assert [f for f in report.findings if f.kind == "dose" and f.severity == "high" and ingredient in f.text], \
         report.lines()
+
+
+def test_a_combination_strength_written_without_a_unit_is_read(knowledge, drugs):
+    """"Percocet 5/325" as clinicians write it: the parser keeps "5/325" in the dosage it sends."""
+    order = parse_order("Percocet 5/325 1 tablet every 6 hours as needed", drugs)
+    assert order.dosage_text == "5/325 1 tablet"
+    report = check("Percocet 5/325 1 tablet every 6 hours as needed", make_chart(40), knowledge, drugs)
+    assert report.checked["dose"] and not report.needs_override, report.lines()
+    over = check("Percocet 5/325 3 tablets every 4 hours", make_chart(40), knowledge, drugs)
+    assert leading(over, "high", "dose", "acetaminophen"), over.lines()
