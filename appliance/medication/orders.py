@@ -297,8 +297,9 @@ def _parse(text: str, drugs) -> Order:
     mention = mentions[0] if mentions else None
     start = mention.end if mention else 0
     masked = _NOT_DOSES.sub(lambda m: _MASK * len(m.group(0)), head)
-    if mention:  # the drug's own name may hold digits ("B12"): not a dose
-        masked = _blank(masked, (mention.start, mention.end))
+    if mention:  # the drug's own name may hold digits ("B12"), or name its strength ("DS", "#3"): not a dose
+        start = sig_reading.strength_words(masked, mention.end) or mention.end
+        masked = _blank(masked, (mention.start, start))
 
     most = _earliest(list(w.MAX_RE.finditer(masked)), start)
     max_amount = None
@@ -335,11 +336,11 @@ def _parse(text: str, drugs) -> Order:
 
     strength, dose = _strength_and_dose(_amounts(head, masked), start)
     if dose is None and strength is None and mention is not None:
-        bare = sig_reading.bare_dose(masked, mention.end, mention.generic)
+        bare = sig_reading.bare_dose(masked, start, mention.generic)
         if bare is not None:
             span, value, unit = bare
             dose = Amount(head[span[0]:span[1]], value, None, unit, span=span, implied=True)
-    bare_parts = sig_reading.bare_parts(masked, mention.end, mention.generic, dose and (dose.unit, dose.span)) \
+    bare_parts = sig_reading.bare_parts(masked, start, mention.generic, dose and (dose.unit, dose.span)) \
         if strength is None and mention is not None else None
     if bare_parts is not None:  # "Percocet 5/325": mg per unit, implied; alone it is the dose, as "5/325 mg" is
         span, values = bare_parts
@@ -365,7 +366,7 @@ def _parse(text: str, drugs) -> Order:
             frequency_text, per_day, one_time = head[single.start():single.end()], 1.0, True
     return Order(
         text=text,
-        drug_text=mention.text if mention else None,
+        drug_text=head[mention.start:start] if mention else None,
         generic=mention.generic if mention else None,
         strength=strength,
         dose=dose,

@@ -58,6 +58,18 @@ def bare_dose(masked: str, after: int, generic: str | None) -> tuple[tuple[int, 
     return found.span("n"), value, w.implied_unit(generic)
 
 
+# Words right after a product's name that name its strength: "Bactrim DS", "Tylenol #3".
+_STRENGTH_WORDS = re.compile(r"\s*(?:DS|SS|double[ -]strength|single[ -]strength|#\s?[1-4]|No\.?\s?[1-4])(?![\w/.])",
+                             re.IGNORECASE)
+
+
+def strength_words(masked: str, after: int) -> int | None:
+    """Where words naming the product's strength end, when they follow the drug's name (which
+    ends at ``after``): they belong to the name ("Bactrim DS", "Tylenol #3"), never a quantity."""
+    found = _STRENGTH_WORDS.match(masked, after)
+    return found.end() if found else None
+
+
 # A combination's strength with no unit right after its name: "Percocet 5/325", "Janumet 50/1000".
 _BARE_PARTS = re.compile(
     rf"\s*(?P<n>\d+(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)+)(?![\w.%/\-])(?!\s*(?:{w.UNIT_WORDS})(?!\w))", re.IGNORECASE)

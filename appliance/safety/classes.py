@@ -199,6 +199,8 @@ INGREDIENT_ALIASES: dict[str, tuple[str, ...]] = {
     "tmp smx": ("sulfamethoxazole", "trimethoprim"), "smx tmp": ("sulfamethoxazole", "trimethoprim"),
     "bactrim": ("sulfamethoxazole", "trimethoprim"), "septra": ("sulfamethoxazole", "trimethoprim"),
     "augmentin": ("amoxicillin", "clavulanate"), "co amoxiclav": ("amoxicillin", "clavulanate"),
+    "tylenol 3": ("acetaminophen", "codeine"), "tylenol 4": ("acetaminophen", "codeine"),
+    "tylenol no 3": ("acetaminophen", "codeine"), "tylenol no 4": ("acetaminophen", "codeine"),
     "amoxycillin": ("amoxicillin",), "benzylpenicillin": ("penicillin g",),
     "phenoxymethylpenicillin": ("penicillin v",), "penicillin vk": ("penicillin v",),
     "acetylsalicylic acid": ("aspirin",), "paracetamol": ("acetaminophen",), "frusemide": ("furosemide",),

@@ -195,6 +195,15 @@ def test_a_combination_is_checked_per_ingredient(words, ingredient, knowledge, d
         report.lines()
 
 
+def test_a_strength_named_by_words_stays_with_the_name(knowledge, drugs):
+    """"Bactrim DS", "Tylenol #3": the words name the product's strength (and Tylenol #3's codeine)."""
+    assert parse_order("Tylenol #3 1 tablet every 6 hours", drugs).drug_text == "Tylenol #3"
+    report = check("Bactrim DS 1 tablet twice daily for 3 days", make_chart(40), knowledge, drugs)
+    assert report.checked["dose"] and not report.needs_override, report.lines()
+    child = check("Tylenol #3 1 tablet every 6 hours as needed", weighed(make_chart(8), 26.4), knowledge, drugs)
+    assert leading(child, "high", "age", "under 12") and "codeine" in child.ingredients, child.lines()
+
+
 def test_a_combination_strength_written_without_a_unit_is_read(knowledge, drugs):
     """"Percocet 5/325" as clinicians write it: the parser keeps "5/325" in the dosage it sends."""
     order = parse_order("Percocet 5/325 1 tablet every 6 hours as needed", drugs)
