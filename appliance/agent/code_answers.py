@@ -19,6 +19,10 @@ from appliance.agent.state import AgentState, ToolResult
 from mcp_servers.contracts import WRITE_TOOLS
 
 
+# Look-ups whose "nothing found" text names what was searched, clinician-safe by contract.
+_SAYS_WHAT_IT_SEARCHED = frozenset({"find_clinical_trials", "search_medical_literature", "get_trial_details"})
+
+
 def _last_of_each(results) -> list[ToolResult]:
     """Each call's last result (a retry replaces its failed attempt), in order of first call."""
     last: dict[str, ToolResult] = {}
@@ -91,6 +95,9 @@ def render(state: AgentState, r: ToolResult, drug_count: int | None = None) -> s
         if r.error_type == "drug_not_in_database" and r.tool_name in ("check_drug_safety", "check_drug_interactions"):
             return knowledge_answers.unknown_drug_error(r.tool_name, r.raw_error, r.args, drug_count)
         error = r.error or f"The {r.tool_label} could not be completed."
+        if r.error_type == "not_found" and r.tool_name in _SAYS_WHAT_IT_SEARCHED and r.raw_error:
+            # the server's own words say what it searched and what the filters left out
+            return f"{r.tool_label}: {r.raw_error.strip().rstrip('.')}."
         if r.tool_name not in WRITE_TOOLS or not r.safety:
             return error
         # A refusal's reason may already list the findings: each is said once.
@@ -133,7 +140,8 @@ def answer(state: AgentState, unavailable: list[str], drug_count: int | None = N
             return None
         parts.append(text)
     said = "\n".join(parts)
-    parts += [m for m in unavailable if m not in said]
+    rendered_errors = {r.error for r in state.tool_results if r.error}  # each said above in code's words
+    parts += [m for m in unavailable if m not in said and m not in rendered_errors]
     read = notes(state)
     if read:
         parts.insert(0, "Read as: " + "; ".join(read) + ".")

@@ -42,7 +42,7 @@ from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
 from appliance.agent.orders import code_patient
 from appliance.agent.state import AgentState
-from appliance.agent.task_patterns import INTERACTION, LITERATURE, PRESCREEN, SAFETY, TRIAL_DETAILS, TRIALS, Step, named_steps
+from appliance.agent.task_patterns import CHART, INTERACTION, LITERATURE, PRESCREEN, SAFETY, TRIAL_DETAILS, TRIALS, Step, named_steps
 from appliance.agent.write_requests import write_requests
 from appliance.medication.names import DrugRecogniser, key_of
 
@@ -105,7 +105,7 @@ _FILLER = frozenset("""a an the any some what whats is are was were be there do 
     meta-analysis meta-analyses systematic review reviews rct rcts randomised randomized controlled clinical
     recruiting recruit enrolling enrol enroll open ongoing active completed available that which who patient patients
     please can could you i we us say says show shows showing suggest suggests support supports data good best
-    phase i ii iii iv 1 2 3 4 nct ctgov clinicaltrials gov on-going currently right now our my this these""".split())
+    phase nct ctgov clinicaltrials gov on-going currently right now our my this these""".split())
 # Words a typo check never reads as a drug: the request's own vocabulary.
 _NOT_TYPOS = frozenset("""about warning warnings safety effects effect adverse boxed interact interacts interaction
     interactions contraindications contraindicated pregnancy pregnant dosing dosage doses kidney renal hepatic
@@ -210,6 +210,8 @@ def _content_words(text: str, limit: int) -> str:
     return out
 
 
+_TRIAL_EVIDENCE = re.compile(r"\btrials?\s+(?:show\w*|found|suggest\w*|say|data|evidence|results?)\b|"
+                             r"\b(?:evidence|results?|data)\s+(?:from|of)\s+(?:the\s+)?trials?\b", re.IGNORECASE)
 # "Is amoxicillin a penicillin?" asks about the drugs, not for their labels.
 _QUESTION_START = re.compile(r"\s*(?:is|are|was|were|does|do|did|has|have|which|why|how)\b", re.IGNORECASE)
 _CLAUSES = re.compile(r"[,;.?!]+|\s+then\s+|\s+and\s+(?=(?:find|check|search|look|review|pull|show|get|list)\b)", re.IGNORECASE)
@@ -258,6 +260,8 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
     spans, notes = _named_drugs(text, drugs, list(vocabulary))
     generics = _unique(g for _s, _e, g in spans)
     tools = [s.tool for s in steps]
+    if TRIALS_TOOL in tools and _TRIAL_EVIDENCE.search(text):  # "do trials show ...": what trials found
+        tools = [t for t in tools if t != TRIALS_TOOL] + ([] if LITERATURE_TOOL in tools else [LITERATURE_TOOL])
     if chart_topics(query) and has_patient and not steps:
         return ()  # a question about this patient's chart: the chart answers it
     interaction_words = bool(INTERACTION_TOOL in tools or INTERACTION_SINGLE.search(text))
@@ -309,7 +313,7 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
             return ()
         calls.append(KnowledgeCall(TRIALS_TOOL, trial, "trial words"))
     if LITERATURE_TOOL in tools:
-        query_words = _content_words(_clause_of(LITERATURE, text), 120)
+        query_words = _content_words(_clause_of(LITERATURE, text), 120) or _content_words(text, 120)
         if not query_words:
             return ()
         calls.append(KnowledgeCall(LITERATURE_TOOL, {"query": query_words}, "literature words"))
@@ -350,9 +354,17 @@ def routed_by_code(state: AgentState) -> bool:
     patient code settled on. Then no model is asked for the intent."""
     if not state.knowledge_calls:
         return False
-    tools = {c.tool for c in state.knowledge_calls}
     others = {s.tool for s in named_steps(state.user_query)} - KNOWLEDGE_TOOLS
+    if chart_only_implied(state):
+        others.discard("get_patient_chart")
     return others <= ({"get_patient_chart"} if code_patient(state) else set())
+
+
+def chart_only_implied(state: AgentState) -> bool:
+    """The chart step comes only from chart words read beside a look-up ("amoxicillin in
+    penicillin allergy") with no patient known: no chart is asked for."""
+    return bool(state.knowledge_calls) and not code_patient(state) and CHART.position(
+        instruction_text(state.user_query)) is None
 
 
 def summary(calls: tuple[KnowledgeCall, ...]) -> str:

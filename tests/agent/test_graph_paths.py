@@ -123,13 +123,24 @@ def test_error_retry_different_args_reextracts():
     result, model, toolbox = run(
         "Find studies about metformin in kidney disease",
         {TS: [{"query": "metformin renal"}], EH: [{"strategy": "retry_different_args", "reasoning": "broaden"}]},
-        {"search_medical_literature": [{"error_type": "not_found", "message": "none"}, {"result": {"articles": [{"title": "T"}]}}]},
+        {"search_medical_literature": [{"error_type": "server_error", "message": "none"}, {"result": {"articles": [{"title": "T"}]}}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, *TOOL_LOOP, SY]
     assert toolbox.calls[0][1] == {"query": "metformin kidney disease"}  # code's words first
     assert toolbox.calls[1][1] == {"query": "metformin renal"}  # then the model's, once, and the turn ends
     retry_prompt = [c for c in model.history if c.schema == "LiteratureSearchArgs"][0].messages[-1].content
     assert "Choose different arguments" in retry_prompt
+
+
+def test_nothing_found_for_the_clinicians_own_words_is_the_answer_not_a_retry():
+    result, model, toolbox = run(
+        "any trials for lung cancer", {},
+        {"find_clinical_trials": [{"error_type": "not_found",
+                                   "message": "no trials for 'lung cancer' in the local trial cache (12 trials)"}]},
+    )
+    assert result.path == [IA, IC, *TOOL_LOOP, EH, SY] and model.history == []
+    assert len(toolbox.calls) == 1
+    assert result.response == "Clinical Trials: no trials for 'lung cancer' in the local trial cache (12 trials)."
 
 
 def test_error_skip_drug_not_in_database():

@@ -84,9 +84,18 @@ def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
         return ErrorDecision("skip", "the turn's retry budget is spent", f"Unable to complete the {label} after multiple attempts.")
     if etype == "drug_not_in_database":
         return ErrorDecision("skip", "the drug is not in the database", last.error)
+    if etype == "not_found" and _code_made(state, last):
+        # The source searched the clinician's own words and found nothing: that is the answer.
+        return ErrorDecision("skip", "the source found nothing for the clinician's words", last.error)
     if etype == "service_unavailable" and state.retry_count >= 1:
         return ErrorDecision("skip", "the service is still unavailable", f"The {label} is currently unavailable.")
     return ErrorDecision("llm_retry", "retryable error: the model chooses how to retry")
+
+
+def _code_made(state: AgentState, last) -> bool:
+    """The call is one code read in the clinician's words (``knowledge_requests``)."""
+    made = (last.tool_name, repr(sorted(last.args.items())))
+    return any(c.signature() == made for c in state.knowledge_calls)
 
 
 def _ask_which_patient(etype: str, patient_id: object) -> ErrorDecision:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.agent.knowledge_requests import KNOWLEDGE_TOOLS, STEP_OF_TOOL, calls_not_done
+from appliance.agent.knowledge_requests import KNOWLEDGE_TOOLS, STEP_OF_TOOL, calls_not_done, chart_only_implied
 from appliance.agent.state import AgentState, Node
 from appliance.agent.task_patterns import SEARCH, Step, named_steps
 
@@ -54,6 +54,8 @@ def required_tools(state: AgentState) -> set[str]:
     needed = {step.tool for step in steps}
     if state.knowledge_calls:  # code read the look-ups: its calls stand for the knowledge steps
         needed = (needed - KNOWLEDGE_TOOLS) | {c.tool for c in state.knowledge_calls}
+        if chart_only_implied(state):
+            needed.discard("get_patient_chart")
     if state.extracted_entities.patient_names and not patient_id_known(state):
         needed.add("search_patient")
     # "Find John Smith ..." names a patient as surely as "patient John Smith": only a typed ID
