@@ -37,29 +37,22 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from appliance.medication import order_words
 from appliance.medication.orders import Order
 from appliance.safety.chart import ChartMedication
 from appliance.safety.classes import HIGH, MODERATE, fold
 from appliance.safety.combinations import by_convention
 from appliance.safety.report import Finding
+from appliance.safety.tables import LOCAL_ROUTES, ROUTES, DoseTableError
 from appliance.safety.weight import Patient, check_part
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "dose_limits.tsv"
 COLUMNS = ("ingredient", "route", "max_single_mg", "max_daily_mg", "usual_single_mg", "schedule", "source")
 SCHEDULES = ("daily", "weekly")
-ROUTES = tuple(dict.fromkeys(name for _, name in order_words.ROUTES))  # as the parser writes ``Order.route``
-# Local routes: an "any" row does not cover them (a gel's grams are not a tablet's milligrams).
-LOCAL_ROUTES = frozenset({"topical", "transdermal", "inhaled", "intranasal", "vaginal", "ophthalmic", "otic"})
 WEEKLY_MAX_PER_DAY = 2 / 7  # a weekly drug ordered more often than twice a week is on a daily regimen
 TENFOLD = 10  # a dose this many times the usual one reads as a likely decimal-point error
 UNIT_SLIP = 100  # a dose below the usual one over this reads as a unit slip (0.25 mcg of digoxin)
 SOURCE = "curated dose table (appliance/safety/data/dose_limits.tsv)"
 NOT_CHECKED = "dose not checked: "
-
-
-class DoseTableError(ValueError):
-    """The dose table has a malformed row."""
 
 
 @dataclass(frozen=True)
@@ -368,5 +361,5 @@ def dose_findings(order: Order | None, ingredients: frozenset[str],
 
 __all__ = [
     "COLUMNS", "LOCAL_ROUTES", "ROUTES", "SCHEDULES", "SOURCE", "TABLE_PATH", "DoseLimit", "DoseTableError",
-    "dose_findings", "dose_table", "limit_for", "parse_table", "split_combination",
+    "dose_findings", "dose_table", "limit_for", "order_parts", "parse_table", "split_combination",
 ]

@@ -32,6 +32,7 @@ from appliance.medication.orders import Order
 from appliance.safety.chart import ChartMedication
 from appliance.safety.classes import HIGH, MODERATE, classes_of, fold
 from appliance.safety.report import Finding
+from appliance.safety.tables import ROUTES, DoseTableError
 
 CDC = "CDC Clinical Practice Guideline for Prescribing Opioids for Pain, 2022 (MMWR Recomm Rep 71(3))"
 # CDC 2022, Table: MME conversion factors for oral opioids (mg to morphine mg equivalents).
@@ -66,8 +67,6 @@ class CourseLimit:
 
 
 def parse_table(text: str, name: str = "course_limits.tsv") -> dict[str, tuple[CourseLimit, ...]]:
-    from appliance.safety.doses import ROUTES, DoseTableError
-
     table: dict[str, list[CourseLimit]] = {}
     header = False
     for number, raw in enumerate(text.splitlines(), start=1):

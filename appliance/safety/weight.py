@@ -31,6 +31,7 @@ from appliance.medication.orders import MASS_MG, Amount, Order
 from appliance.safety.chart import Weight
 from appliance.safety.classes import HIGH, INFO, MODERATE, fold
 from appliance.safety.report import SEVERITIES, Finding
+from appliance.safety.tables import LOCAL_ROUTES, ROUTES, DoseTableError
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "pediatric_limits.tsv"
 COLUMNS = ("ingredient", "route", "max_mg_per_kg_dose", "max_mg_per_kg_day", "source")
@@ -73,7 +74,6 @@ def _positive(text: str, column: str) -> float:
 
 
 def parse_table(text: str, name: str = "pediatric_limits.tsv") -> dict[str, tuple[PerKgLimit, ...]]:
-    from appliance.safety.doses import ROUTES, DoseTableError  # doses imports this module
 
     table: dict[str, list[PerKgLimit]] = {}
     header = False
@@ -215,10 +215,6 @@ def merge(findings: list[Finding | None]) -> Finding | None:
     others = list(lead.evidence.get("other_reasons", [])) + [f.text for f in rest]
     return replace(lead, evidence={**lead.evidence, "other_reasons": others,
                                    "other_sources": sorted({f.source for f in rest} - {lead.source})})
-
-
-# Local routes (as in doses.LOCAL_ROUTES): a gel's or an inhaler's amount is not dosed per kg.
-LOCAL_ROUTES = frozenset({"topical", "transdermal", "inhaled", "intranasal", "vaginal", "ophthalmic", "otic"})
 
 
 def check_part(ingredient: str, order: Order, patient: Patient,
