@@ -17,8 +17,8 @@ Invariants:
   process may run on (``os.sched_getaffinity``), minus this process's own CPU time over the same
   interval (``os.times``), so our own threads never count as load. A window is at least
   ``MIN_WINDOW`` seconds. With no recent window (the first call, or after ``STALE`` seconds
-  without one) the first figure is /proc/loadavg's count of runnable tasks, less the one
-  reading it, until a window has passed. The one-minute load average is not used: it trails a
+  without one) the first figure is /proc/loadavg's count of runnable tasks, less this
+  process's own runnable threads (/proc/self/task), until a window has passed. The one-minute load average is not used: it trails a
   process that starts or stops by a minute.
 - The cores are those of the affinity mask, bounded by a cgroup v2 quota (``cpu.max``) when set.
 - Without /proc (not Linux) the others' load reads as zero: every core, as before.
@@ -119,13 +119,28 @@ def busy_jiffies(stat_text: str, cpus: set[int] | None) -> int | None:
     return total if found else None
 
 
-def runnable_others(loadavg_text: str) -> float:
-    """Other runnable tasks right now from /proc/loadavg ("0.5 0.4 0.3 R/T PID"), less the reader."""
+def runnable_others(loadavg_text: str, own_running: int = 1) -> float:
+    """Other processes' runnable tasks right now from /proc/loadavg ("0.5 0.4 0.3 R/T PID"),
+    less ``own_running`` (this process's runnable threads, the reader among them)."""
     try:
         running = int(loadavg_text.split()[3].split("/")[0])
     except (IndexError, ValueError):
         return 0.0
-    return float(max(0, running - 1))
+    return float(max(0, running - max(1, own_running)))
+
+
+def own_running_threads(task_dir: Path = Path("/proc/self/task")) -> int:
+    """This process's threads in state R (at least 1: the one asking)."""
+    running = 0
+    try:
+        for task in task_dir.iterdir():
+            try:
+                running += (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+            except (OSError, IndexError):
+                continue
+    except OSError:
+        pass
+    return max(1, running)
 
 
 @dataclass
@@ -161,7 +176,8 @@ class CpuSampler:
         own = self.own_seconds()
         if self._ref is None or now - self._ref[0] > STALE:
             self._ref = (now, busy, own)
-            self._estimate = min(float(self.cores), runnable_others(self._read(self.loadavg_path)))
+            self._estimate = min(float(self.cores), runnable_others(self._read(self.loadavg_path),
+                                                                    own_running_threads()))
         elif now - self._ref[0] >= MIN_WINDOW:
             when, busy_before, own_before = self._ref
             used = (busy - busy_before) / self._hz - (own - own_before)

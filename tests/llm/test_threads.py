@@ -12,7 +12,7 @@ import pytest
 
 from appliance.llm.threads import (
     MIN_WINDOW, REFRESH, STALE, CpuSampler, Threads, ThreadGovernor, busy_jiffies, choose, host_threads,
-    runnable_others, usable_cores,
+    own_running_threads, runnable_others, usable_cores,
 )
 
 
@@ -69,6 +69,17 @@ def test_busy_jiffies_sums_the_cpus_this_process_may_use():
 ])
 def test_runnable_others_leaves_out_the_reader(text, expected):
     assert runnable_others(text) == expected
+
+
+def test_runnable_others_leaves_out_this_process_running_threads(tmp_path):
+    assert runnable_others("0.5 0.4 0.3 5/512 999", own_running=3) == 2.0
+    assert runnable_others("0.5 0.4 0.3 2/512 999", own_running=4) == 0.0
+    for i, state in enumerate("RSRD"):
+        (tmp_path / str(i)).mkdir()
+        (tmp_path / str(i) / "stat").write_text(f"{100 + i} (python (x)) {state} 1 2 3")
+    assert own_running_threads(tmp_path) == 2
+    assert own_running_threads(tmp_path / "missing") == 1
+    assert own_running_threads() >= 1  # the real one: at least the thread asking
 
 
 def test_usable_cores_follows_affinity_and_cgroup_quota():
