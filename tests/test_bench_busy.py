@@ -76,3 +76,28 @@ def test_the_bench_stopped_or_killed_leaves_none_behind(how):
         if bench.poll() is None:
             bench.kill()
             bench.wait()
+
+
+@pytest.mark.parametrize("cores, expected", [
+    (1, [("idle", 0, 0), ("1_busy", 1, 0), ("second_model", 0, 1)]),
+    (2, [("idle", 0, 0), ("1_busy", 1, 0), ("second_model", 0, 1)]),  # 1 and cores-1 are one condition
+    (4, [("idle", 0, 0), ("1_busy", 1, 0), ("3_busy", 3, 0), ("second_model", 0, 1)]),
+])
+def test_the_contention_conditions(cores, expected):
+    from appliance.bench.contention import _plan
+
+    assert _plan(cores) == expected
+
+
+def test_the_contention_table_prints_each_condition_and_its_ratio(capsys):
+    from appliance.bench.contention import print_report
+
+    row = {"busy_processes": 0, "model_processes": 0, "turns_s": [4.0, 5.0, 6.0], "median_turn_s": 5.0, "vs_idle": 1.0}
+    busy_row = {**row, "busy_processes": 1, "median_turn_s": 9.5, "vs_idle": 1.9, "decode_threads_chosen": {"1": 12}}
+    print_report({"model": "gemma3-270m", "cores": 2, "turns_per_condition": 3, "thread_policy": "per call",
+                  "in_process": {"idle": row, "1_busy": busy_row}, "host": {"idle": row}})
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 cores, 3 turns per condition" in lines[0]
+    assert any(line.startswith("in_process") and "1_busy" in line and "1.9" in line and "{'1': 12}" in line
+               for line in lines)
+    assert sum(line.startswith("host") for line in lines) == 1

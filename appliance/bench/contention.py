@@ -106,7 +106,13 @@ def run_contention_bench(settings: Settings, turns: int, with_host: bool, as_jso
                         for name, row in report[where].items() if name != "idle"}
     if as_json:
         print(json.dumps(report, indent=2))
-        return 0
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: dict) -> None:
+    cores, turns = report["cores"], report["turns_per_condition"]
     print(f"contention bench ({report['model']}, {cores} cores, {turns} turns per condition, wall-clock per "
           f"turn; threads: {report['thread_policy']})")
     print(f"{'where':12}{'condition':24}{'median s':>10}{'vs idle':>9}  turns s / decode threads chosen")
@@ -115,4 +121,3 @@ def run_contention_bench(settings: Settings, turns: int, with_host: bool, as_jso
             chosen = row.get("decode_threads_chosen")
             print(f"{where:12}{name:24}{row['median_turn_s']:>10}{row['vs_idle']:>9}  {row['turns_s']}"
                   + (f" / {chosen}" if chosen else ""))
-    return 0
