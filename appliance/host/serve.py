@@ -147,7 +147,7 @@ def host_prescription_check(knowledge_db: Path):
         knowledge = StoreKnowledge(knowledge_db)
         try:
             report = check_prescription(drug, chart, knowledge, dosage=prescription.get("dosage"),
-                                        frequency=prescription.get("frequency"))
+                                        frequency=prescription.get("frequency"), notes=prescription.get("notes"))
         except Exception:  # noqa: BLE001 - a gate that cannot run never passes a prescription as checked
             report = not_run(drug)
         finally:

@@ -326,7 +326,7 @@ def prescribe_medication(
     with _edge("prescribe_medication", write=True):
         if _prescription_check is not None:
             kept = _host_gate(caller, kept, {"patient_id": patient_id, "medication_name": medication_name,
-                                             "dosage": dosage, "frequency": frequency},
+                                             "dosage": dosage, "frequency": frequency, "notes": notes},
                               approval.password.get_secret_value() if approval and approval.password else None)
         new_id = _repository().prescribe_medication(
             patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key,
