@@ -82,21 +82,40 @@ def worst(severities) -> str:
     return min(severities, key=SEVERITIES.index)
 
 
-def _clip(text: str, limit: int = 160, around: re.Match | None = None) -> str:
-    """At most about ``limit`` characters at word boundaries, centred on ``around`` when given."""
+# Where a clause ends: after ";", ",", ":" or ")" before a space, or at a spaced dash.
+_CLAUSE_END = re.compile(r"[;,:)](?=\s)|\s[-\u2013\u2014](?=\s)")
+
+
+def _clause_ends(text: str) -> list[int]:
+    return [m.end() for m in _CLAUSE_END.finditer(text)]
+
+
+def clip_at_clause(text: str, limit: int = 160, around: re.Match | None = None) -> str:
+    """About ``limit`` characters of a label sentence, cut only where a clause ends (never
+    mid-clause: "bleeding in ..." is never shown), starting at the clause that holds ``around``
+    when the match lies past the first ``limit`` characters. A sentence with no clause end near
+    the limit is kept whole: a warning is better long than cut."""
     text = " ".join(str(text).split())
     if len(text) <= limit:
         return text
-    start = 0
+    start, need = 0, 0  # where the piece starts; how far it must reach (past the match)
     if around is not None:
         found = re.search(re.escape(" ".join(around.group(0).split())), text)
-        start = max(0, (found.start() if found else 0) - limit // 3)
-    piece = text[start:start + limit]
-    if start > 0:
-        piece = "... " + piece.split(" ", 1)[-1]
-    if start + limit < len(text):
-        piece = piece.rsplit(" ", 1)[0] + " ..."
-    return piece
+        if found is not None and found.end() > limit:
+            strong = [m.end() for m in re.finditer(r"[;:](?=\s)", text[:found.start()])]
+            before = strong or [end for end in _clause_ends(text) if end <= found.start()]
+            start = before[-1] if before else 0
+        if found is not None:
+            need = found.end()
+    rest = text[start:].lstrip()
+    need = max(0, need - (len(text) - len(rest)))
+    if len(rest) > limit:
+        ends = [end for end in _clause_ends(rest) if max(limit // 2, need) <= end <= max(limit, need)]
+        later = [end for end in _clause_ends(rest) if max(limit, need) < end <= 2 * limit + need]
+        cut = ends[-1] if ends else (later[0] if later else None)
+        if cut is not None and cut < len(rest):
+            rest = rest[:cut].rstrip(" ,;:-\u2013\u2014") + " ..."
+    return ("... " if start > 0 else "") + rest
 
 
 def names_match(a: str, b: str) -> bool:
@@ -290,7 +309,7 @@ def pregnancy_findings(drug: Prescribed, chart: dict) -> list[Finding]:
         found = _PREGNANCY_WORDS.search(sentence)
         if found:
             severity = HIGH if field == "contraindications" else MODERATE
-            parts.append((severity, f"the drug data says: {_clip(sentence, around=found)}", DATA))
+            parts.append((severity, f"the drug data says: {clip_at_clause(sentence, around=found)}", DATA))
     evidence = {"problem": {k: problem.get(k) for k in ("display", "snomed_code")}}
     return _one("pregnancy", drug, parts, f"pregnancy on the problem list ({problem.get('display')})", evidence)
 
@@ -321,7 +340,7 @@ def renal_findings(drug: Prescribed, chart: dict) -> list[Finding]:
         if limit is not None and egfr >= limit:
             continue
         severity = (HIGH if limit is not None else MODERATE) if field == "contraindications" else LOW
-        parts.append((severity, f"the drug data says: {_clip(sentence, around=found)}", DATA))
+        parts.append((severity, f"the drug data says: {clip_at_clause(sentence, around=found)}", DATA))
     return _one("renal", drug, parts, status.describe(), status.evidence())
 
 
@@ -356,7 +375,7 @@ def age_findings(drug: Prescribed, chart: dict) -> list[Finding]:
             for match in _OLDER_WORDS.finditer(sentence):
                 threshold = int(match.group(1)) if match.group(1) else OLDER_ADULT_AGE
                 if threshold >= 50 and age >= threshold:
-                    parts.append((LOW, f"the drug data says: {_clip(sentence, around=match)}", DATA))
+                    parts.append((LOW, f"the drug data says: {clip_at_clause(sentence, around=match)}", DATA))
                     break
     return _one("age", drug, parts, f"age {age}", {"patient": {"age": age}})
 

@@ -34,7 +34,7 @@ from dataclasses import replace
 from appliance.safety import chart as charts
 from appliance.safety.chart import ChartMedication
 from appliance.safety.checks import (
-    DATA, Prescribed, age_findings, allergy_findings, class_interaction_findings, duplicate_findings,
+    DATA, Prescribed, age_findings, allergy_findings, class_interaction_findings, clip_at_clause, duplicate_findings,
     pregnancy_findings, renal_findings,
 )
 from appliance.safety.classes import HIGH, INFO, LOW, MODERATE, classes_of, fold
@@ -151,9 +151,7 @@ def _unknown(drug: Prescribed) -> Finding:
 
 
 def _interaction_text(severity: str, med: ChartMedication, row: dict) -> str:
-    mechanism = " ".join(str(row.get("mechanism") or "").split())
-    if len(mechanism) > 160:
-        mechanism = mechanism[:160].rsplit(" ", 1)[0] + " ..."
+    mechanism = clip_at_clause(str(row.get("mechanism") or ""))  # cut only at a clause end
     return f"{severity} interaction with {med.name}: {mechanism or 'see the interaction data'}"
 
 
