@@ -40,7 +40,7 @@ from sqlite_utils import Database
 
 from common.sqlite import now_iso, opened, read_snapshot, write_transaction
 from ehr_db import audit as audit_chain
-from ehr_db import custody, heads, order_changes, validation
+from ehr_db import custody, heads, name_match, order_changes, validation
 from ehr_db.codes import rxnorm_for
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.migrations import migrate
@@ -160,6 +160,12 @@ class EhrRepository:
                 }
                 for r in rows
             ]
+            if total == 0:  # no exact match: the closest names, for "did you mean ..." (ehr_db.name_match)
+                everyone = db.query("SELECT id, given, family, birth_date, sex, mrn, name_key FROM patients")
+                near = name_match.closest(" ".join(tokens), list(everyone))
+                return {"matches": [], "total_matches": 0, "closest": [
+                    {"patient_id": r["id"], "name": f"{r['given']} {r['family']}".strip(),
+                     "birth_date": r["birth_date"], "sex": r["sex"], "mrn": r["mrn"]} for r in near]}
         return {"matches": matches, "total_matches": total}
 
     def get_patient_chart(self, patient_id: str, today: date | None = None) -> dict[str, Any]:

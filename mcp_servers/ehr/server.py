@@ -65,6 +65,7 @@ from pydantic import Field
 from common.operator import operator_name
 from common.sqlite import DatabaseCorrupt
 from ehr_db.errors import AmbiguousOrder, DatabaseNotReady, EhrError, InvalidField, OrderNotFound, PatientNotFound
+from ehr_db.name_match import closest_sentence
 from ehr_db.repository import EhrRepository
 from mcp_servers.serving import ArgumentErrors, serve
 from mcp_servers.contracts import (
@@ -280,15 +281,18 @@ def search_patient(name: Name) -> dict[str, Any]:
     """Find patients in the health record by name (any order, case-insensitive, e.g.
     "Maria Garcia", "garcia" or "Garcia, Maria"). Returns matches with patient_id, name,
     birth_date, sex and mrn, plus total_matches. Use the patient_id with get_patient_chart;
-    when several patients match, ask the clinician which one is meant."""
+    when several patients match, ask the clinician which one is meant. With no exact match the
+    error names the closest names in the record: ask the clinician, never pick one."""
     caller = _caller()
     with _edge("search_patient"):
         result = _repository().search_patient(name)
         _log_read(caller, "search_patient", [m["patient_id"] for m in result["matches"]],
                   matches=result["total_matches"])
     if result["total_matches"] == 0:
-        log.info("search_patient: no match")
-        raise ToolError(tool_error_message("not_found", f"No patient named '{name.strip()}' was found."))
+        log.info("search_patient: no match (%d close names)", len(result.get("closest") or []))
+        offer = closest_sentence(result.get("closest") or [])  # "did you mean": ehr_db.name_match
+        raise ToolError(tool_error_message("not_found", f"No patient named '{name.strip()}' was found."
+                                           + (f" {offer}" if offer else "")))
     log.info("search_patient: %d match(es)", result["total_matches"])
     return result
 

@@ -34,7 +34,7 @@ def test_search_matches_word_starts_not_inner_letters(repo):
 
 
 def test_search_without_match(repo):
-    assert repo.search_patient("Nobody Atall") == {"matches": [], "total_matches": 0}
+    assert repo.search_patient("Nobody Atall") == {"matches": [], "total_matches": 0, "closest": []}
 
 
 def test_search_limit_keeps_the_total(repo):
