@@ -2,8 +2,8 @@
 bench starts itself, in process (and through a clinic host with ``--with-host``).
 
 Invariants:
-- Conditions, each answering the same turns (the decoding bench's three paths in turn, from the
-  same first path), after one untimed warm turn: idle; N CPU-bound processes for N = 1 and
+- Conditions, each answering the same turns (``QUESTIONS`` in turn: the model classifies the
+  intent, then answers; the model calls are counted per turn), after one untimed warm turn: idle; N CPU-bound processes for N = 1 and
   cores - 1 (once when they are equal); one second model process (the same model and thread
   policy, decoding free text in a loop). In process, also idle with every core fixed (the count
   before the thread policy), so the policy's idle cost is measured beside it.
@@ -33,15 +33,38 @@ def _plan(cores: int) -> list[tuple[str, int, int]]:
     return ([("idle", 0, 0)] + [(f"{n}_busy", n, 0) for n in counts] + [("second_model", 0, 1)])
 
 
-def _turns(model, tool_env: dict, settings: Settings, turns: int) -> list[float]:
-    from appliance.bench.clinic import _terminal
+# Questions the model answers itself (intent, then the answer): every turn is model-bound, so a
+# condition's figure is the model's under that load, whatever code answers without the model.
+QUESTIONS = ("What is hypertension?", "What is atrial fibrillation?", "What is chronic kidney disease?")
 
-    return [t["seconds"] for t in _terminal(model, tool_env, settings, turns, 0)]
+
+def _turns(model, tool_env: dict, settings: Settings, turns: int, kept: dict) -> list[tuple[float, int]]:
+    """(wall-clock seconds, model calls) of each turn, the questions in turn; ``kept`` carries the
+    drug recogniser the first turn ever built to every later one (as a terminal keeps it)."""
+    import time
+
+    from appliance.agent.graph import Agent
+    from appliance.bench.decoding import RecordingModel
+    from appliance.tools.base import deny_all
+    from appliance.tools.mcp_client import MCPToolBox
+
+    out = []
+    with MCPToolBox(env=tool_env) as tools:
+        for i in range(turns):
+            recording = RecordingModel(model, {"INTENT_CLASSIFY": [
+                {"intent": "DIRECT", "task_summary": "A definition.", "suggested_tool": None}]})
+            started = time.perf_counter()
+            agent = Agent(recording, tools, settings, deny_all, drugs=kept.get("drugs"))
+            agent.run_turn(QUESTIONS[i % len(QUESTIONS)])
+            out.append((time.perf_counter() - started, len(recording.calls)))
+            kept["drugs"] = agent.drugs
+    return out
 
 
-def _row(seconds: list[float], cpu: int, models: int, chosen: dict | None) -> dict:
+def _row(timed: list[tuple[float, int]], cpu: int, models: int, chosen: dict | None) -> dict:
+    seconds = [s for s, _ in timed]
     row = {"busy_processes": cpu, "model_processes": models, "turns_s": [round(s, 2) for s in seconds],
-           "median_turn_s": round(statistics.median(seconds), 3)}
+           "model_calls": [n for _, n in timed], "median_turn_s": round(statistics.median(seconds), 3)}
     if chosen is not None:
         row["decode_threads_chosen"] = {str(k): v for k, v in sorted(chosen.items())}
     return row
@@ -51,21 +74,20 @@ def _conditions(model, tool_env: dict, settings: Settings, turns: int, cores: in
     # the second model process: this bench's profile, in its own process (never the host's)
     env = {**os.environ, "APPLIANCE_MODEL": settings.model}  # a Settings field
     env.pop(environment.MODEL_SERVER, None)
-    from appliance.bench.clinic import PATHS, _terminal
-
-    _terminal(model, tool_env, settings, 1, PATHS.index("MULTI_TOOL"))  # warm: servers, snapshots
+    kept: dict = {}
+    _turns(model, tool_env, settings, 1, kept)  # warm: this process, the servers, the prefix snapshots
     rows: dict[str, dict] = {}
     if governor is not None and governor.override is None:
         governor.set_override(cores)
         try:
-            rows["idle_all_cores_fixed"] = _row(_turns(model, tool_env, settings, turns), 0, 0, None)
+            rows["idle_all_cores_fixed"] = _row(_turns(model, tool_env, settings, turns, kept), 0, 0, None)
         finally:
             governor.set_override(None)
     for name, cpu, models in _plan(cores):
         with busy(cpu, models, env):
             if governor is not None:
                 governor.chosen.clear()
-            seconds = _turns(model, tool_env, settings, turns)
+            seconds = _turns(model, tool_env, settings, turns, kept)
             rows[name] = _row(seconds, cpu, models, dict(governor.chosen) if governor is not None else None)
     idle = rows["idle"]["median_turn_s"]
     for row in rows.values():
