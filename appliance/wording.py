@@ -40,6 +40,12 @@ def action_words(tool: str, args: dict) -> str:
     if tool == "prescribe_medication":
         text = "Prescribe " + words("medication_name", "dosage", "frequency")
         return text + (f" (notes: {args['notes']})" if args.get("notes") else "")
+    why = f" (reason: {args['reason']})" if args.get("reason") else ""
+    if tool == "change_medication_order":
+        return f"Change {words('medication_name')} to {words('dosage', 'frequency') or 'its current dose'}{why}"
+    if tool == "update_medication_status":
+        verb = {"stop": "Stop", "hold": "Hold", "resume": "Resume", "renew": "Renew"}.get(args.get("action"), "Change")
+        return f"{verb} {words('medication_name')}{why}"
     if tool == "add_allergy":
         detail = ", ".join(str(args[k]) for k in ("reaction", "severity") if args.get(k))
         return f"Record an allergy to {words('substance')}" + (f": {detail}" if detail else "")

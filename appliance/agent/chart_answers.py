@@ -100,6 +100,9 @@ def render(chart: dict, topics: tuple[str, ...], query: str = "") -> str:
             continue
         if topic == "labs":
             rows = _asked_analytes(query, rows)
+        if topic == "medications" and rows:
+            lines += medication_lines(chart)
+            continue
         if not rows:
             lines.append(_NONE[topic])
             continue
@@ -117,6 +120,30 @@ def _medication(row: dict) -> str:
     words = " ".join(str(row[k]) for k in ("medication_name", "dosage", "frequency") if row.get(k))
     status = row.get("status")
     return words + (f" [{status}]" if status and status != "active" else "")
+
+
+# How each order status is listed (the chart's medications hold active and held orders; its
+# past_medications the stopped and completed ones): each apart, under its own heading.
+_STATUS_HEADINGS = (("Medications", ("active", "draft")), ("Held", ("on-hold",)),
+                    ("Stopped", ("stopped", "cancelled")), ("Completed", ("completed",)))
+
+
+def medication_lines(chart: dict) -> list[str]:
+    """The chart's orders under one heading per status: active, held, stopped, completed."""
+    rows = [r for r in (chart.get("medications") or []) + (chart.get("past_medications") or []) if isinstance(r, dict)]
+    lines: list[str] = []
+    for title, statuses in _STATUS_HEADINGS:
+        found = [r for r in rows if (r.get("status") or "active") in statuses]
+        if found:
+            lines.append(f"{title}:")
+            lines += [f"- {_order(r)}" for r in found]
+    return lines
+
+
+def _order(row: dict) -> str:
+    words = " ".join(str(row[k]) for k in ("medication_name", "dosage", "frequency") if row.get(k))
+    why = row.get("status_reason")
+    return words + (f" ({why})" if why and row.get("status") != "active" else "")
 
 
 def _problem(row: dict) -> str:
@@ -139,4 +166,4 @@ _NONE = {"allergies": "No allergies recorded.", "medications": "No medications r
 _ROW = {"allergies": _allergy, "medications": _medication, "problems": _problem, "labs": _value, "vitals": _value,
         "notes": _note}
 
-__all__ = ["ORDER", "TOPICS", "chart_topics", "render"]
+__all__ = ["ORDER", "TOPICS", "chart_topics", "medication_lines", "render"]

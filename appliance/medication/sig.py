@@ -125,4 +125,28 @@ def sig_record(order: Order) -> dict[str, Any]:
     }
 
 
-__all__ = ["dispense_request", "dosage_instruction", "sig_record"]
+def sig_summary(order: Order) -> str | None:
+    """The sig as code read it, in a few words for the approval dialog ("500 mg, 3 a day, as
+    needed for pain, max 4 g/day, for 7 days, dispense #30, 0 refills"); None when code read
+    no dose and no frequency."""
+    parts = []
+    if order.dose is not None:
+        unit = order.dose.unit or ""
+        parts.append(f"{order.dose.text} {unit} (unit implied)" if order.dose.implied else order.dose.text)
+    if order.per_day:
+        parts.append("once" if order.one_time else
+                     f"{order.per_day:g} a day" if order.per_day >= 1 else f"once every {round(1 / order.per_day):g} days")
+    if order.as_needed:
+        parts.append(f"as needed for {order.as_needed_for}" if order.as_needed_for else "as needed")
+    if order.max_per_day is not None:
+        parts.append(order.max_per_day.text)
+    if order.duration_days is not None:
+        parts.append(f"for {order.duration_days:g} days")
+    if order.quantity is not None:
+        parts.append(f"dispense {order.quantity.text}")
+    if order.refills is not None:
+        parts.append(f"{order.refills} refills")
+    return ", ".join(parts) if order.dose is not None or order.per_day else None
+
+
+__all__ = ["dispense_request", "dosage_instruction", "sig_record", "sig_summary"]

@@ -28,6 +28,8 @@ from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
 from rich.text import Text
 
+from appliance.medication.orders import parse_order
+from appliance.medication.sig import sig_summary
 from appliance.safety.policy import OverridePolicy
 from appliance.tools.base import Approval
 from appliance.wording import action_words
@@ -117,6 +119,19 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         text.rstrip()
         return text
 
+    @property
+    def _gated(self) -> bool:
+        """A write that makes an order active: the safety gate checked it."""
+        return self.tool in ("prescribe_medication", "change_medication_order") or (
+            self.tool == "update_medication_status" and self.original.get("action") in ("resume", "renew"))
+
+    def _read_as(self) -> str | None:
+        """An order's sig as code reads it from the fields shown (as needed, maximum, duration...)."""
+        if self.tool not in ("prescribe_medication", "change_medication_order"):
+            return None
+        text = " ".join(str(self.original[k]) for k in ("dosage", "frequency", "notes") if self.original.get(k))
+        return sig_summary(parse_order(text, None))
+
     def _findings_block(self) -> Text:
         findings = self.context.findings if self.context else None
         text = Text("Safety checks: ", style="bold")
@@ -133,13 +148,16 @@ class ApprovalScreen(ModalScreen[Approval | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="approval-dialog") as dialog:
             dialog.border_title = f"Approve a change to the record: {TOOL_LABELS[self.tool]}"
-            headline = self._headline() if self.tool == "prescribe_medication" else None
+            headline = self._headline() if self._gated else None
             if headline is not None:
                 yield Static(headline, id="approval-headline")
             yield Static(Text(action_words(self.tool, self.original), style="bold"), id="approval-action")
             yield Static(self._patient_block(), id="approval-patient")
-            if self.tool == "prescribe_medication":
+            if self._gated:
                 yield Static(self._findings_block(), id="approval-findings")
+            read = self._read_as()
+            if read:
+                yield Static(Text(f"Read as: {read}"), id="approval-sig")
             yield Static("Check the change, edit any field, then approve (Ctrl+Y) or reject (Ctrl+R / Escape).",
                          markup=False, id="approval-intro")
             for name, info in self.schema.model_fields.items():

@@ -86,12 +86,22 @@ def chart_summary(chart: dict) -> Text:
         if not isinstance(p, dict) or p.get("clinical_status", "active") in ("active", "recurrence", "relapse")
     ]
     _section(text, "ACTIVE PROBLEMS", problems, "none recorded")
-    meds = [
-        _join(m.get("medication_name") or m.get("name"), m.get("dosage"), m.get("frequency"))
-        if isinstance(m, dict) else str(m)
-        for m in _items(chart, "medications")
-    ]
-    _section(text, "MEDICATIONS", meds, "none recorded")
+    def _order(m) -> str:
+        return _join(m.get("medication_name") or m.get("name"), m.get("dosage"), m.get("frequency")) \
+            if isinstance(m, dict) else str(m)
+
+    def _status(m) -> str:
+        return (m.get("status") or "active") if isinstance(m, dict) else "active"
+
+    orders = _items(chart, "medications")
+    _section(text, "MEDICATIONS", [_order(m) for m in orders if _status(m) not in ("on-hold", "stopped", "completed")],
+             "none recorded")
+    held = [_order(m) for m in orders if _status(m) == "on-hold"]
+    if held:  # held, stopped and completed orders apart from the active ones
+        _section(text, "HELD", held, "none")
+    past = [f"{_order(m)} ({_status(m)})" for m in _items(chart, "past_medications")]
+    if past:
+        _section(text, "STOPPED OR COMPLETED", past, "none", limit=MAX_NOTES)
     labs = [_result_line(x) if isinstance(x, dict) else str(x) for x in _items(chart, "labs")]
     _section(text, "RECENT LABS", labs, "none recorded")
     vitals = [_result_line(x) if isinstance(x, dict) else str(x) for x in _items(chart, "vitals")]
