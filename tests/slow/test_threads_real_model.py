@@ -88,3 +88,25 @@ def test_a_second_model_process_beside_a_turn_both_finish(tmp_path):
     assert result.path[-1] == "SYNTHESIZE", result.path
     assert second.returncode == 0, err[-3000:]
     assert json.loads(out)["response"]
+
+
+@pytest.mark.heavy
+def test_the_contention_bench_reports_each_condition_and_leaves_no_process(tmp_path):
+    """`appliance bench contention --json`: every condition with its turns, ratio and (in process)
+    the threads chosen; the bench's busy processes are gone when it returns."""
+    env = {**os.environ, "APPLIANCE_HOME": str(tmp_path), "FASTMCP_CHECK_FOR_UPDATES": "off"}
+    env.pop("APPLIANCE_N_THREADS", None)
+    proc = subprocess.run([sys.executable, "-m", "appliance.cli", "bench", "contention", "--turns", "1", "--json"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    rows = report["in_process"]
+    assert {"idle", "1_busy", "second_model", "idle_all_cores_fixed"} <= set(rows)
+    for name, row in rows.items():
+        assert len(row["turns_s"]) == 1 and row["median_turn_s"] > 0 and all(n >= 2 for n in row["model_calls"])
+        assert row["vs_idle"] == round(row["median_turn_s"] / rows["idle"]["median_turn_s"], 3)
+        if name != "idle_all_cores_fixed":
+            assert set(row["decode_threads_chosen"]) <= {str(n) for n in range(1, report["cores"] + 1)}
+    assert report["ratios"]["in_process_1_busy_vs_idle"] == rows["1_busy"]["vs_idle"]
+    leftover = subprocess.run(["pgrep", "-f", "PR_SET_PDEATHSIG"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", leftover.stdout
