@@ -128,6 +128,7 @@ class BatchRunner:
         self._uses: dict[int, Parts] = {}  # slot seq -> the prefix its cells were copied from
         self.failed: str | None = None
         self._tok_lock = threading.Lock()
+        self.before_decode = None  # called before every llama_decode (the runtime's thread policy)
 
     def close(self) -> None:
         if self.ctx:
@@ -272,6 +273,8 @@ class BatchRunner:
                 b.n_seq_id[i] = 1
                 b.seq_id[i][0] = seq
                 b.logits[i] = wants
+            if self.before_decode is not None:
+                self.before_decode()
             if self.lib.llama_decode(self.ctx, b) != 0:
                 raise GenerationError("llama_decode failed in the batch context (out of KV cells?)")
             for i, (_, _, seq, wants) in enumerate(chunk):

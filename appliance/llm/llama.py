@@ -20,7 +20,8 @@ Invariants:
   every evaluation, under the lock, the governor sets llama.cpp's decode and batch thread counts
   to the cores free now (never more; the operator's ``n_threads`` is fixed when given). The
   llama object's own ``n_threads``/``context_params`` say the same numbers, so a context made
-  from them (the batch runner's, the vision runtime's) starts with what is free.
+  from them (the vision runtime's) starts with what is free; the batch runner's context is set
+  to the batch count before each of its steps.
 - This module sits above ``batch`` and ``vision``: they never import it.
 """
 
@@ -319,7 +320,16 @@ class LlamaModel:
             threads = self.threads.apply()  # a batch step holds several sequences: batch threads
             with BatchRunner(self._llm, table, parallel=parallel, n_ctx_per_seq=n_ctx_per_seq,
                              n_threads=threads.batch) as runner:
+                runner.before_decode = lambda: self._follow_load(runner.ctx)
                 return runner.run(jobs, seed=seed)
+
+    def _follow_load(self, ctx) -> None:
+        """The batch context's threads set to the policy's batch count before each of its steps
+        (caller holds the lock: the runner's coordinator runs inside it)."""
+        import llama_cpp
+
+        threads = self.threads.apply()
+        llama_cpp.llama_set_n_threads(ctx, threads.batch, threads.batch)
 
     def _slot_for(self, jobs: Sequence[BatchJob]) -> int:
         """The smallest slot (a multiple of 256 tokens, at most the model's context) that holds

@@ -60,6 +60,32 @@ def test_the_count_chosen_per_call_reaches_llama_cpp():
     assert _context_threads(model) == Threads(2, 2)
 
 
+def test_the_batch_context_follows_the_load_at_every_step():
+    import llama_cpp
+
+    from appliance.agent.schemas import IntentClassification
+    from appliance.llm.batch import BatchJob
+    from appliance.llm.llama import LlamaModel
+    from appliance.llm.prompt import Message
+
+    model = LlamaModel(get_profile("gemma3-270m"), assemble_default_model(models_dir()))
+    messages = [Message("system", "Classify the clinician's request."), Message("user", "What is hypertension?")]
+    seen: list[int] = []
+    follow = model._follow_load
+
+    def spy(ctx) -> None:
+        follow(ctx)
+        seen.append(llama_cpp.llama_n_threads_batch(ctx))
+        model.threads.sampler = Load(1.0)  # a busy process appears after the first step
+        model.threads.set_override(None)
+
+    model._follow_load = spy
+    model.threads.sampler = Load(0.0)
+    results = model.generate_constrained_batch([BatchJob(messages, IntentClassification, 0.0, 64)] * 2, parallel=2)
+    assert all(r.error is None for r in results)
+    assert seen[0] == 2 and len(seen) > 2 and set(seen[1:]) == {1}, seen
+
+
 def test_a_second_model_process_beside_a_turn_both_finish(tmp_path):
     """`appliance ask` in its own process while this process answers a turn: both answer (the
     times are the contention bench's figures, not asserted here)."""
