@@ -175,6 +175,7 @@ class Agent:
         on_event: Callable[[TraceEvent], None] | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> TurnResult:
         state = AgentState(user_query=query.strip(), selected_patient_id=patient_id, image_path=image_path)
         if not image_path and not has_visible_text(query):  # nothing asked: no node runs, no model call
@@ -187,6 +188,8 @@ class Agent:
             if cancel is not None and cancel.is_set() and node is not Node.SYNTHESIZE:
                 raise TurnCancelled("the turn was cancelled")
             turn.node, turn.started = node, time.perf_counter()
+            if on_step is not None:  # the step about to run, in words (front ends' progress line)
+                on_step(NODE_LABELS[node])
             self.model.last_stats = None  # so a node that makes no model call reports none
             nxt = STEPS[node](turn)
             if nxt is None:

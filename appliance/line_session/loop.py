@@ -33,56 +33,31 @@ import json
 import signal
 import sys
 import threading
-import time
 
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.accounts.reauthenticate import reauthenticate
-from appliance.line_session.patients import CurrentPatient, find_patient, set_patient
+from appliance.line_session.patients import CurrentPatient, find_patient, open_choice, searcher, set_patient
 from appliance.line_session.saved import SavedConversation, lock, resume_problem, session_clinician
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
+from appliance.conversation import starts_new_conversation, turn_patients
+from appliance.patient_choice import Shown, resolve
+from appliance.line_session.progress import Progress
 from appliance.tools.base import Approval, signed_by
+from appliance.turn_outcome import stopped_words
 from appliance.wording import action_words, safety_lines
 from common.operator import operator_name
 
 HELP = """Type a question and press Enter.
   /patient ID   make a patient current (their ID is passed with every question); shows who and their allergies
-  /find NAME    search patients by name (one match becomes current)
+  /find NAME    search patients by name (one match becomes current; pick from several in words)
   /patient      close the current patient
   /trace        show the last turn's reasoning trace
   /prescreen    prescreen the current patient for recruiting clinical trials (Ctrl+C stops it)
   /lock         clear the screen until your password is typed again (signed-in sessions)
   /quit         leave (Ctrl-D works too; Ctrl+C stops an answer, twice in a row leaves)
-A patient also becomes current when a search finds exactly one, or when you name their ID."""
-
-
-class Progress:
-    """One progress line on standard error while a turn runs (the node and the elapsed time),
-    rewritten in place on a terminal and cleared when the turn ends; nothing when standard error
-    is not a terminal (scripts read standard output only)."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.started = time.monotonic()
-        self.live = self.stream.isatty()
-
-    def event(self, event) -> None:
-        if self.live:
-            elapsed = time.monotonic() - self.started
-            self.stream.write(f"\r\033[K  {event.label}... {elapsed:.0f} s")
-            self.stream.flush()
-
-    def note(self, text: str) -> None:
-        """A step named in words (the prescreen's progress)."""
-        if self.live:
-            elapsed = time.monotonic() - self.started
-            self.stream.write(f"\r\033[K  {text[:60]}... {elapsed:.0f} s")
-            self.stream.flush()
-
-    def done(self) -> None:
-        if self.live:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+A patient also becomes current when a search finds exactly one, when you name their ID, or in words:
+  "pull up james wilson", then "the one born 1967" or "the second one"."""
 
 
 def _override(safety, reauthenticate) -> tuple[str | None, bool | None, str | None]:
@@ -141,8 +116,14 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
     print("Offline clinical assistant. Loading the model...", flush=True)
     current = CurrentPatient()
     author = clinician or operator_name()
-    approver = signed_by(lambda tool, args, safety=None: ask_approval(
-        tool, args, current, safety, author, lambda password: reauthenticate(accounts, clinician, password)), author)
+    progress = Progress()
+
+    def approve(tool, args, safety=None):
+        with progress.paused():  # the progress line never writes over the approval prompt
+            return ask_approval(tool, args, current, safety, author,
+                                lambda password: reauthenticate(accounts, clinician, password))
+
+    approver = signed_by(approve, author)
     agent, tools = build_agent(settings, script, approver=approver, clinician=clinician)
     from appliance.runtime import acceptance_status  # this site's verdict on the model file (appliance.acceptance)
 
@@ -151,15 +132,18 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
         print(f"*** {agent.model_notice.upper()} ***\n", flush=True)
     history: list[tuple[str, str]] = []
     conversation = SavedConversation(settings.model)
+    context: set[str] = set()  # the patients this conversation is about (appliance.conversation)
     if resume and conversation.store is not None:
         history, resumed_patient = conversation.reopen(resume)
         patient_id = patient_id or resumed_patient
-    context: set[str] = {patient_id} if history and patient_id else set()  # patients this conversation is about
+        context = set(conversation.session.patient_ids) if conversation.session is not None else set()
     last = None
+    patients_shown = Shown()  # the last list of patients shown: "the second one" picks from it
     interrupts = Interrupts()
     with tools, interrupts.installed():
         if patient_id is not None:
             set_patient(current, patient_id, tools)
+        settled = current.patient_id  # the patient the conversation last went on with
         while True:
             try:
                 line = input(f"[{current.label()}] > ").strip()
@@ -185,32 +169,44 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                     return 0
                 continue
             if line == "/prescreen":
-                if _prescreen(agent, tools, current, settings, interrupts, conversation):
+                if _prescreen(agent, tools, current, settings, interrupts, conversation, progress):
                     context.add(current.patient_id)
                 continue
             if line.startswith("/"):
                 before = current.patient_id
-                if not _command(line, current, tools, last):
+                if not _command(line, current, tools, last, patients_shown):
                     print(f"Unknown command {line.split()[0]}.\n{HELP}")
-                opened = current.patient_id
-                if opened not in (before, None) and context - {opened}:
-                    # as the terminal does: another patient's facts never become this one's context
-                    history, context = [], set()
-                    conversation.start_new()
-                    print(f"A new conversation starts for {current.label()}; the previous one is saved "
-                          "(`appliance session --session ID` or the terminal's Ctrl+R reopen it).\n")
+                if current.patient_id != before and starts_new_conversation(context, current.patient_id):
+                    history, context = _new_conversation(conversation, current)
+                settled = current.patient_id
                 continue
-            progress = Progress()
+            choice = resolve(line, patients_shown, searcher(tools))  # a patient chosen in words, by code
+            if choice is not None:
+                open_choice(choice, current, tools)
+                if not choice.question:
+                    if current.patient_id != settled and starts_new_conversation(context, current.patient_id):
+                        history, context = _new_conversation(conversation, current)
+                    settled = current.patient_id
+                    print()
+                    continue
+            if current.patient_id != settled and starts_new_conversation(context, current.patient_id):
+                history, context = _new_conversation(conversation, current)  # another patient was opened
+            settled = current.patient_id
+            seen: list = []  # the turn's trace as it happens: a stopped turn still knows what it wrote
+            progress.start("Reading the request")
             cancel = interrupts.turn_started()
             try:
-                # The answer is printed once checked (synthesize's guards), never streamed unchecked.
+                # Only checked text is shown: the answer is printed once the turn's checks are
+                # done (never streamed); meanwhile the progress line names the step.
                 last = agent.run_turn(line, history=history, patient_id=current.patient_id,
-                                      on_event=progress.event, cancel=cancel)
+                                      on_event=seen.append, on_step=progress.note, cancel=cancel)
             except (TurnCancelled, GenerationCancelled):  # stopped between steps, or mid-generation
                 progress.done()
-                print("[answer stopped: nothing more was done; the session goes on]\n")
-                conversation.save(line, "(cancelled)", kind="answer", status="cancelled",
-                                  patient_id=current.patient_id, trace=[])
+                said = stopped_words(seen)
+                print(f"[answer stopped: {said}; the session goes on]\n")
+                context |= turn_patients(current.patient_id, seen)
+                conversation.save(line, f"(cancelled: {said})", kind="answer", status="cancelled",
+                                  patient_id=current.patient_id, trace=[e.to_dict() for e in seen])
                 continue
             except ApplianceError as exc:
                 progress.done()
@@ -218,7 +214,7 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                 continue
             finally:
                 interrupts.turn_ended()
-            progress.done()
+                progress.done()  # also when a second Ctrl+C leaves the session
             shown = "\n".join(["\n".join(safety_lines(entry)) for entry in last.safety] + [last.response])
             print(shown)  # the gate's findings first, whatever the answer says
             conversation.save(line, shown, kind=last.kind, status="complete", patient_id=current.patient_id,
@@ -227,20 +223,29 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                 print(last.disclaimer)
             if last.model_notice:
                 print(f"[{last.model_notice}]")
-            context |= {current.patient_id} - {None}
+            context |= turn_patients(current.patient_id, last.trace)
             change = current.after_turn(last.state)
             if change:
                 print(change)
             print()
             history += [("user", line), ("assistant", last.response)]
-            context |= {current.patient_id} - {None}
+            patients_shown.after_answer(last.response)
 
 
 LINE_MAX_TRIALS = 3  # as the terminal's F6
 
 
+def _new_conversation(conversation: SavedConversation, current: CurrentPatient) -> tuple[list, set]:
+    """As the terminal does (``appliance.conversation``): another patient's facts never become
+    this one's context; the previous conversation stays saved."""
+    conversation.start_new()
+    print(f"A new conversation starts for {current.label()}; the previous one is saved "
+          "(`appliance session --session ID` or the terminal's Ctrl+R reopen it).\n")
+    return [], set()
+
+
 def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interrupts: "Interrupts",
-               conversation: SavedConversation) -> bool:
+               conversation: SavedConversation, progress: Progress) -> bool:
     """``/prescreen``: the current patient against recruiting trials (the terminal's F6): code
     reads the chart and decides what it can, the model judges the rest; Ctrl+C stops it."""
     from appliance.prescreen.run import render_text, run_prescreen
@@ -248,7 +253,7 @@ def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interr
     if current.patient_id is None:
         print("Make a patient current first (/patient ID or /find NAME): the prescreen reads their chart.")
         return False
-    progress = Progress()
+    progress.start("Reading the chart")
     cancel = interrupts.turn_started()
     try:
         result = run_prescreen(agent.model, tools, current.patient_id, max_trials=LINE_MAX_TRIALS,
@@ -311,14 +316,14 @@ class Interrupts:
         self.pressed_at_prompt = False
 
 
-def _command(line: str, current: CurrentPatient, tools, last) -> bool:
+def _command(line: str, current: CurrentPatient, tools, last, shown: Shown | None = None) -> bool:
     """Run a slash command; False when there is no such command."""
     name, _, rest = line.partition(" ")
     rest = rest.strip()
     if name == "/patient":
         set_patient(current, rest or None, tools)
     elif name == "/find":
-        find_patient(rest, current, tools)
+        find_patient(rest, current, tools, shown)
     elif name == "/trace":
         if last is None:
             print("No turn yet.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from appliance.agent.state import AgentState
+from appliance.patient_choice import Outcome, Shown, search_and_pick
 from common.patient_ids import is_patient_id
 from mcp_servers.contracts import TOOL_SERVERS
 
@@ -72,27 +73,28 @@ def turn_patient(state: AgentState):
 LOOKUP_SECONDS = 20.0
 
 
-def find_patient(name: str, current: CurrentPatient, tools) -> None:
-    """``/find NAME``: the patients matching, with birth dates and IDs; one match becomes current."""
+def find_patient(name: str, current: CurrentPatient, tools, shown: Shown | None = None) -> None:
+    """``/find NAME``: one match becomes current; several are listed with birth dates and IDs and
+    remembered (``shown``) so the clinician can pick one in words; a name with no exact match
+    offers the closest names (``appliance.patient_choice``)."""
     if not name:
         print("Type /find and a name, e.g. /find Emily Johnson.")
         return
-    outcome = tools.call("search_patient", {"name": name}, LOOKUP_SECONDS)
-    if not outcome.ok:
-        print(f"The search could not be done ({(outcome.error_type or 'error').replace('_', ' ')}).")
-        return
-    matches = (outcome.result or {}).get("matches") or []
-    current.names.update({m["patient_id"]: m["name"] for m in matches if m.get("patient_id") and m.get("name")})
-    if not matches:
-        print(f"No patient matches '{name}'.")
-        return
-    if len(matches) == 1:
-        set_patient(current, matches[0]["patient_id"], tools)
-        return
-    print(f"{len(matches)} patients match '{name}':")
-    for m in matches:
-        print(f"  - {m.get('name')}, born {m.get('birth_date') or 'unknown'}, ID {m.get('patient_id')}")
-    print("Make one current with /patient ID.")
+    open_choice(search_and_pick(name, None, shown if shown is not None else Shown(), searcher(tools)), current, tools)
+
+
+def searcher(tools):
+    """The record's patient search, as ``appliance.patient_choice`` calls it."""
+    return lambda name: tools.call("search_patient", {"name": name}, LOOKUP_SECONDS)
+
+
+def open_choice(outcome: Outcome, current: CurrentPatient, tools) -> None:
+    """Print what choosing a patient found, and make the chosen one current (chart confirmed)."""
+    for text in outcome.lines:
+        print(text)
+    if outcome.opened is not None:
+        current.names[outcome.opened.patient_id] = outcome.opened.name
+        set_patient(current, outcome.opened.patient_id, tools)
 
 
 def set_patient(current: CurrentPatient, patient_id: str | None, tools=None) -> None:
