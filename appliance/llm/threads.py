@@ -18,8 +18,9 @@ Invariants:
   interval (``os.times``), so our own threads never count as load. A window is at least
   ``MIN_WINDOW`` seconds. With no recent window (the first call, or after ``STALE`` seconds
   without one) the first figure is /proc/loadavg's count of runnable tasks, less this
-  process's own runnable threads (/proc/self/task), until a window has passed. The one-minute load average is not used: it trails a
-  process that starts or stops by a minute.
+  process's own runnable threads (/proc/self/task), until a window has passed. The one-minute
+  load average is not used: it trails a process that starts or stops by a minute.
+- The batch runner's context follows too: the runtime sets its threads before each of its steps.
 - The cores are those of the affinity mask, bounded by a cgroup v2 quota (``cpu.max``) when set.
 - Without /proc (not Linux) the others' load reads as zero: every core, as before.
 - ``ThreadGovernor.apply`` is cheap (a clock read; /proc at most every ``REFRESH`` seconds) and
