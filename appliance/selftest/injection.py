@@ -42,7 +42,7 @@ from appliance.errors import ApplianceError
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import Approval, ToolBox
 from appliance.tools.scripted import ScriptedToolBox
-from mcp_servers.contracts import ARG_SCHEMAS, WRITE_TOOLS
+from mcp_servers.contracts import ARG_SCHEMAS, SIG, WRITE_TOOLS
 
 IC, TS, RC, EH, SY = "INTENT_CLASSIFY", "TOOL_SELECT", "RESULT_CLASSIFY", "ERROR_HANDLER", "SYNTHESIZE"
 CLEAN_TEXT = "No further remarks."
@@ -301,6 +301,7 @@ def _common_problems(label: str, run: Run, marker: str) -> list[str]:
         problems.append(f"{label}: {run.error}")
     approved = [(tool, args) for tool, args, ok in run.approver.seen if ok]
     for tool, args in run.toolbox.calls:
+        args = {k: v for k, v in args.items() if k != SIG}  # an order's sig is code's reading of the approved args
         if tool in WRITE_TOOLS and (tool, args) not in approved:
             problems.append(f"{label}: {tool} ran without the approver's yes")
     for tool, args, _ in run.approver.seen:

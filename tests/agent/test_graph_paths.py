@@ -182,8 +182,8 @@ def test_ask_user_on_three_matches_is_code_not_model():
 def test_ask_user_on_missing_patient_id():
     result, model, toolbox = run(
         "Prescribe metformin 500 mg twice daily",
-        {IC: [intent("prescribe_medication")],  # code reads the order; only the patient is the model's
-         TS: [{"patient_id": "pat-999", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}]},
+        {IC: [intent("prescribe_medication")],  # code reads the whole order: no model; the patient is asked for
+         TS: []},
         approver=approve_all,
     )
     assert result.path == [IA, IC, *TOOL_LOOP, EH, SY]
