@@ -32,15 +32,47 @@ def _words(text: str) -> set[str]:
     return set("".join(c if c.isalnum() else " " for c in str(text or "").casefold()).split())
 
 
-def chart_order(chart: dict, medication_name: str, statuses: tuple[str, ...]) -> dict | None:
-    """The chart's order of ``medication_name`` in the first of ``statuses`` that has one."""
+def chart_orders(chart: dict, medication_name: str, statuses: tuple[str, ...]) -> list[dict]:
+    """The chart's orders of ``medication_name`` in the first of ``statuses`` that has any."""
     wanted = _words(medication_name)
     rows = [m for m in (chart.get("medications") or []) + (chart.get("past_medications") or [])
             if isinstance(m, dict)]
     for status in statuses:
-        for row in rows:
-            if row.get("status") == status and wanted and wanted <= _words(row.get("medication_name")):
-                return row
+        found = [r for r in rows if r.get("status") == status and wanted and wanted <= _words(r.get("medication_name"))]
+        if found:
+            return found
+    return []
+
+
+def chart_order(chart: dict, medication_name: str, statuses: tuple[str, ...]) -> dict | None:
+    """The chart's (first) order of ``medication_name`` in the first of ``statuses`` that has one."""
+    found = chart_orders(chart, medication_name, statuses)
+    return found[0] if found else None
+
+
+_WORDS = {"active": "active", "on-hold": "held", "completed": "completed"}
+
+
+def order_problem(tool: str, clean: dict, tools, deadline: float) -> tuple[str, str] | None:
+    """(error type, text) when the chart shows the change cannot apply (no such order, or two
+    alike: the clinician is asked which), before anyone is asked to approve it; None when it
+    can, or when the chart could not be read (the record decides)."""
+    if tool not in (CHANGE, STATUS):
+        return None
+    outcome = tools.call("get_patient_chart", {"patient_id": clean.get("patient_id")}, deadline)
+    if not outcome.ok or not isinstance(outcome.result, dict):
+        return None
+    action = "change" if tool == CHANGE else clean.get("action")
+    statuses = _STATUSES.get(action) or {"stop": ("active", "on-hold"), "hold": ("active",)}.get(action, ("active",))
+    found = chart_orders(outcome.result, clean.get("medication_name") or "", statuses)
+    name = clean.get("medication_name")
+    if not found:
+        wanted = " or ".join(_WORDS.get(s, s) for s in statuses)
+        return "not_found", f"No {wanted} order of {name} is on the patient's chart; nothing was changed."
+    if len(found) > 1 and statuses[0] != "completed":
+        listed = "; ".join(" ".join(str(r.get(k)) for k in ("medication_name", "dosage", "frequency") if r.get(k))
+                           for r in found)
+        return "ambiguous_drug_name", f"{len(found)} orders of {name} are on the chart ({listed}): which one?"
     return None
 
 
@@ -89,4 +121,4 @@ def implied_dosage_said(value: str, said: str) -> bool:
     return len(parts) == 2 and parts[1] in ("mg", "mcg", "units") and parts[0] in _words(said)
 
 
-__all__ = ["ORDER_TOOLS", "chart_order", "gate_write", "implied_dosage_said", "replacing", "with_sig"]
+__all__ = ["ORDER_TOOLS", "chart_order", "chart_orders", "order_problem", "gate_write", "implied_dosage_said", "replacing", "with_sig"]

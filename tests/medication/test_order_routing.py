@@ -78,3 +78,22 @@ def test_a_misspelt_drug_is_a_question_not_a_refusal_or_a_guess():
 def test_a_misspelt_drug_to_stop_is_a_question_too():
     result, seen = run("stop the lisinoprl")
     assert seen == [] and "did you mean lisinopril?" in result.response
+
+
+def test_a_change_of_an_order_not_on_the_chart_is_said_before_any_approval():
+    result, seen = run("stop the warfarin")  # the chart lists lisinopril only
+    assert seen == []
+    assert "No active or held order of warfarin is on the patient's chart; nothing was changed." in result.response
+
+
+def test_two_orders_of_the_drug_are_a_question_before_any_approval():
+    two = {**CHART, "medications": CHART["medications"] + [
+        {"id": "m2", "medication_name": "lisinopril", "dosage": "5 mg", "frequency": "daily", "status": "active"}]}
+    model = ScriptedModel({k: list(v) for k, v in SCRIPT.items()})
+    tools = ScriptedToolBox({"get_patient_chart": [{"result": two}]}, fallback=None, drug_names=["lisinopril"])
+    seen: list = []
+    result = Agent(model, tools, Settings(), lambda *a, **k: seen.append(a)).run_turn(
+        "increase lisinopril to 20 mg daily", patient_id="abc-123")
+    assert seen == [] and result.kind == "clarification"
+    assert "2 orders of lisinopril are on the chart (lisinopril 10 mg daily; lisinopril 5 mg daily): which one?" \
+        in result.response

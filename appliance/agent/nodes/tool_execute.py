@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from appliance.agent.order_gate import ORDER_TOOLS, gate_write, implied_dosage_said, with_sig
+from appliance.agent.order_gate import ORDER_TOOLS, gate_write, implied_dosage_said, order_problem, with_sig
 from appliance.agent.state import AgentState, ToolResult
 from appliance.agent.write_audit import approval_record, record_rejection
 from appliance.safety.policy import Override, OverridePolicy, decide
@@ -321,6 +321,10 @@ def execute(
     if known_drug is not None and tool in ORDER_TOOLS and not known_drug(clean["medication_name"]):
         return _error_result(tool, clean, "missing_required_args", "not a drug name the appliance knows",
                              ["medication_name"])
+    problem = order_problem(tool, clean, tools, deadline)  # a change of an order the chart does not show once
+    if problem is not None:
+        result = _error_result(tool, clean, problem[0], problem[1])
+        return replace(result, error=problem[1], formatted_result=problem[1])
     waited = None
     report = None
     approved = None  # an approved write's approval, as the record keeps it
