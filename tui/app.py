@@ -39,11 +39,13 @@ from appliance.agent.state import TraceEvent
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.accounts.sessions import SessionStore, SessionStoreError
 from appliance.llm.base import VisionModel
+from appliance.patient_choice import Shown
 from appliance.runtime import model_files
+from appliance.screen_text import allowed_patient_ids, screen_safe
+from appliance.turn_outcome import saved_words, stopped_words, writes_done
 from appliance.wording import safety_lines
 from models.profiles import get_profile
 from models.projector import projector_problem
-from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 from tui import events
 from tui.actions import app_bindings
 from tui.approval import ApprovalBridge, ApprovalContext
@@ -63,6 +65,7 @@ from tui.widgets.question_input import QuestionInput
 from tui.workers import Closing, Turn, abandonable
 
 log = logging.getLogger(__name__)
+PROGRESS_SECONDS = 0.5  # how often a running turn's elapsed time is redrawn
 
 
 class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHandling, PrescreenHandling, App[int]):
@@ -114,6 +117,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         self.history: list[tuple[str, str]] = []
         self.context_patients: set[str] = set()
         self.patient_id: str | None = None
+        self.patients_shown = Shown()  # the last list of patients in the chat: "the second one"
         self.chart: dict | None = None
         self.image_path: str | None = None
         self.turn: Turn | None = None
@@ -143,6 +147,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         self._open_store()
         if self._health_interval:
             self.set_interval(self._health_interval, self._periodic_health)
+        self.set_interval(PROGRESS_SECONDS, self._show_progress)
 
     @property
     def image_analysable(self) -> bool:
@@ -160,21 +165,27 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
 
     # -- turns ------------------------------------------------------------------------------
     def on_question_input_asked(self, message: QuestionInput.Asked) -> None:
+        if self.turn is None and self.choose_in_words(message.text):  # tui.patients: a patient in words
+            return
+        self.ask_agent(message.text)
+
+    def ask_agent(self, text: str, shown: bool = True) -> None:
+        """Start a turn for ``text`` (``shown``: False when the question is already in the chat)."""
         if self.turn is not None:
-            self.main.prompt.value = message.text
+            self.main.prompt.value = text
             self.notice("An answer is still being written: wait for it, or press Escape to cancel it.", "warning")
             return
         if self.model_error:
-            self.main.prompt.value = message.text
+            self.main.prompt.value = text
             self.notice(f"The model is not available: {self.model_error}", "error")
             return
         if self.tools_error and self.agent is None:
-            self.main.prompt.value = message.text
+            self.main.prompt.value = text
             self.notice(f"The clinical data services are not running ({self.tools_error}); "
                         "press F5 to start them again, then send the question.", "error")
             return
         waiting = self.waiting_for()
-        self._new_turn(message.text, f"Waiting for {waiting}…" if waiting else "Thinking…", self.image_path)
+        self._new_turn(text, f"Waiting for {waiting}…" if waiting else "Thinking…", self.image_path, shown)
         self.image_path = None
         self.main.attachment.clear()
         if waiting and self.model is None:
@@ -184,9 +195,10 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         else:
             self._start_turn(self.turn)
 
-    def _new_turn(self, question: str, waiting: str, image_path: str | None = None) -> Turn:
+    def _new_turn(self, question: str, waiting: str, image_path: str | None = None, shown: bool = True) -> Turn:
         """The question and its waiting reply in the chat, as the running turn (not started)."""
-        self.main.chat.add_question(question)
+        if shown:
+            self.main.chat.add_question(question)
         self._turn_ids += 1
         reply = self.main.chat.add_reply(waiting)
         self.turn = Turn(self._turn_ids, question, reply, self.patient_id, image_path)
@@ -195,13 +207,13 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
 
     def _begin(self, turn: Turn) -> None:
         """The turn starts now: Escape cancels it and its trace opens."""
-        turn.started = True
+        turn.started, turn.began, turn.step = True, time.monotonic(), "Thinking"
         self.bridge.cancel = turn.cancel
         self.main.trace.start_turn(turn.id, turn.question)
 
     def _start_turn(self, turn: Turn) -> None:
-        turn.reply.show("Thinking…")
         self._begin(turn)
+        self._show_progress()
         self._run_turn(turn.id, turn.question, list(self.history), turn.patient_id, turn.image_path, turn.cancel)
 
     @work(thread=True, group="turn", exit_on_error=False)
@@ -211,8 +223,8 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             turn_id, cancel, self.agent.run_turn,
             question, history=history, patient_id=patient_id, image_path=image_path,
             on_event=lambda event: self.post_message(events.TurnTrace(turn_id, event)),
-            on_token=lambda piece: self.post_message(events.TurnToken(turn_id, piece)),
-            cancel=cancel,
+            on_step=lambda label: self.post_message(events.TurnStep(turn_id, label)),
+            cancel=cancel,  # no on_token: only the checked answer is shown, once the turn is done
         )
 
     def _post_outcome(self, turn_id: int, cancel: threading.Event, fn, /, *args, **kwargs) -> None:
@@ -236,11 +248,18 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
     def _current(self, turn_id: int) -> Turn | None:
         return self.turn if self.turn is not None and self.turn.id == turn_id else None
 
-    def on_turn_token(self, message: events.TurnToken) -> None:
+    def _show_progress(self) -> None:
+        """The running turn's step and elapsed seconds, redrawn on a timer so the clock moves
+        while a model call runs; the answer itself appears only when the turn is done."""
+        turn = self.turn
+        if turn is not None and turn.started and not turn.cancel.is_set():
+            turn.reply.progress(f"{turn.step}… {int(time.monotonic() - turn.began)} s")
+
+    def on_turn_step(self, message: events.TurnStep) -> None:
         turn = self._current(message.turn_id)
-        if turn is not None and not turn.cancel.is_set():
-            turn.reply.append(message.text)
-            self.main.chat.scroll_to_latest()
+        if turn is not None:
+            turn.step = message.label
+            self._show_progress()
 
     def on_turn_trace(self, message: events.TurnTrace) -> None:
         self.main.trace.add_event(message.turn_id, message.event)
@@ -259,12 +278,15 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self._finish_cancelled(turn)
             return
         result = message.result
+        allowed = allowed_patient_ids(result.state, self.context_patients | ({turn.patient_id} - {None}))
+        response = screen_safe(result.response, allowed)  # never another patient's ID on screen
         shown = "\n\n".join(  # the safety check's findings lead the answer (as in `ask`)
-            ["\n".join(safety_lines(entry)) for entry in result.safety] + [result.response])
+            ["\n".join(safety_lines(entry)) for entry in result.safety] + [response])
         turn.reply.finish(shown, result.kind, result.disclaimer)
         self.main.trace.finish_turn(turn.id, "complete")
         self._save(turn, shown, result.kind, "complete", [e.to_dict() for e in result.trace])
-        self.history += [("user", turn.question), ("assistant", result.response)]
+        self.history += [("user", turn.question), ("assistant", response)]
+        self.patients_shown.after_answer(result.response)
         self._end_turn()
         self._reload_chart_after(self._writes(turn))
 
@@ -278,13 +300,12 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self._finish_failed(turn, message.message)
 
     def _finish_cancelled(self, turn: Turn) -> None:
-        writes = self._writes(turn)
-        saved = "; ".join(f"{TOOL_LABELS[e.tool]} for {(e.args or {}).get('patient_id')}" for e in writes)
-        detail = f"cancelled by the clinician; saved to the record before the cancel: {saved}" if saved else ""
-        turn.reply.mark("cancelled", detail or "cancelled by the clinician")
+        trace = self.main.trace.events(turn.id)
+        writes, saved = writes_done(trace), saved_words(trace)
+        detail = f"cancelled by the clinician; {stopped_words(trace)}"
+        turn.reply.mark("cancelled", detail)
         self.main.trace.finish_turn(turn.id, "cancelled")
-        stored = turn.reply.streamed or "(cancelled)"
-        self._save(turn, f"{stored}\n[{detail}]" if saved else stored, "answer", "cancelled", self._trace_of(turn))
+        self._save(turn, f"(cancelled)\n[{detail}]", "answer", "cancelled", self._trace_of(turn))
         if saved:
             self.notice(f"The answer was cancelled, but the write you approved was saved to the record: {saved}. "
                         "The cancelled answer is not used as context for later questions.", "warning")
@@ -295,8 +316,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
 
     def _writes(self, turn: Turn) -> list[TraceEvent]:
         """The turn's writes that ran (approved and succeeded), from its trace."""
-        return [e for e in self.main.trace.events(turn.id)
-                if e.node == "TOOL_EXECUTE" and e.tool in WRITE_TOOLS and not e.output.get("error_type")]
+        return writes_done(self.main.trace.events(turn.id))
 
     def _reload_chart_after(self, writes: list[TraceEvent]) -> None:
         if self.patient_id and any((e.args or {}).get("patient_id") == self.patient_id for e in writes):

@@ -67,11 +67,13 @@ class ServerHealth(Message):
         self.health = health  # server -> up (True), down (False), unknown (None)
 
 
-class TurnToken(Message):
-    def __init__(self, turn_id: int, text: str) -> None:
+class TurnStep(Message):
+    """The step a turn's agent is starting, in words (the progress line's)."""
+
+    def __init__(self, turn_id: int, label: str) -> None:
         super().__init__()
         self.turn_id = turn_id
-        self.text = text
+        self.label = label
 
 
 class TurnTrace(Message):
@@ -94,6 +96,17 @@ class TurnFailed(Message):
         self.turn_id = turn_id
         self.message = message
         self.cancelled = cancelled
+
+
+class PatientWords(Message):
+    """What a line choosing a patient in words found (``appliance.patient_choice``), and the
+    list of patients the clinician has now seen."""
+
+    def __init__(self, text: str, outcome: Any, shown: tuple) -> None:
+        super().__init__()
+        self.text = text
+        self.outcome = outcome
+        self.shown = shown
 
 
 class ChartLoaded(Message):

@@ -1,14 +1,20 @@
-"""Patient context for the clinic terminal: search and open a patient, close it, load the chart.
+"""Patient context for the clinic terminal: search and open a patient, close it, load the chart,
+and choose one in words as the line session does (``appliance.patient_choice``: "pull up james
+wilson", then "the one born 1960"; a typo offers the closest names).
 
 A mixin of ``ClinicApp``: these handlers and actions run on the UI thread and own the patient
-state (``patient_id``); the chart is fetched in a thread worker that only posts
-``ChartLoaded`` / ``ChartFailed``. A chart for a patient who is no longer open is dropped.
+state (``patient_id``, ``patients_shown``); the chart and a search in words are fetched in
+thread workers that only post ``ChartLoaded`` / ``ChartFailed`` / ``PatientWords``. A chart for
+a patient who is no longer open is dropped. When a new conversation starts is
+``appliance.conversation``'s rule, the line session's too.
 """
 
 from __future__ import annotations
 
 from textual import work
 
+from appliance.conversation import starts_new_conversation
+from appliance.patient_choice import Shown, open_request, resolve
 from appliance.tools.base import ToolOutcome
 from tui import events
 from tui.backend import call_tool
@@ -38,13 +44,46 @@ class PatientHandling:
         except Closing:
             return ToolOutcome(error_type="service_unavailable", message="the terminal is closing")
 
+    def choose_in_words(self, text: str) -> bool:
+        """True when ``text`` picks from the last list shown or asks to open a patient by name:
+        it is resolved by code in a worker (no model call) instead of going to the agent."""
+        if self.turn is not None or self.tools is None:
+            return False
+        shown = Shown(self.patients_shown.candidates)
+        if not (shown.candidates and shown.pick(text)) and open_request(text) is None:
+            return False
+        self._resolve_words(text, shown)
+        return True
+
+    @work(thread=True, group="patient-words", exclusive=True, exit_on_error=False)
+    def _resolve_words(self, text: str, shown: Shown) -> None:
+        outcome = resolve(text, shown, self._search_patient)
+        self.post_message(events.PatientWords(text, outcome, shown.candidates))
+
+    def on_patient_words(self, message: events.PatientWords) -> None:
+        """Open the chosen patient first (it may start a new conversation, clearing the chat),
+        then show the line and code's words, or send the line on to the agent."""
+        self.patients_shown.candidates = message.shown
+        outcome, opened = message.outcome, message.outcome.opened
+        if opened is not None:
+            self._set_patient(opened.patient_id, opened.name)
+        if outcome.question and opened is not None and self.patient_id == opened.patient_id:
+            self.ask_agent(message.text)  # the line asks something about the chosen patient too
+            return
+        lines = outcome.lines or ([f"Opened {opened.name}, born {opened.birth_date or 'unknown'}, ID {opened.patient_id}."]
+                                  if opened is not None and self.patient_id == opened.patient_id else [])
+        self.main.chat.add_question(message.text)
+        if lines:
+            self.main.chat.add_reply("").finish("\n".join(lines), "answer")
+        self.main.chat.scroll_to_latest()
+
     def action_close_patient(self) -> None:
         if self.patient_id:
             self._set_patient(None)
             self.notice("Patient closed.")
 
     def _set_patient(self, patient_id: str | None, name: str | None = None, persist: bool = True) -> None:
-        switching = patient_id is not None and persist and self.history and self.context_patients - {patient_id}
+        switching = persist and starts_new_conversation(self.context_patients, patient_id)
         if switching and self.turn is not None:
             # A new conversation would take the running (or waiting) question off the screen.
             self.notice(f"{name or patient_id} was not opened: an answer is still being written. Wait for it, "

@@ -9,6 +9,7 @@ without saving.
 from __future__ import annotations
 
 from appliance.accounts.sessions import Session, SessionStore, SessionStoreError
+from appliance.conversation import turn_patients
 from common.locations import data_home
 from tui.export import session_markdown, write_export
 from tui.screens.resume import SessionsScreen
@@ -44,9 +45,7 @@ class SessionHandling:
             return None
 
     def _save(self, turn: Turn, reply: str, kind: str, status: str, trace: list[dict]) -> None:
-        self.context_patients |= {turn.patient_id} if turn.patient_id else set()
-        self.context_patients |= {str(e["args"]["patient_id"]) for e in trace
-                                  if isinstance(e.get("args"), dict) and e["args"].get("patient_id")}
+        self.context_patients |= turn_patients(turn.patient_id, trace)
         if self.store is None:
             return
         if self.session is None:

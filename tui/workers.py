@@ -51,3 +51,5 @@ class Turn:
     image_path: str | None
     cancel: threading.Event = field(default_factory=threading.Event)
     started: bool = False
+    began: float = 0.0  # time.monotonic() when the turn started
+    step: str = "Thinking"  # the step the agent is in (its last trace event's label)

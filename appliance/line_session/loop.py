@@ -42,6 +42,7 @@ from appliance.line_session.saved import SavedConversation, lock, resume_problem
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.conversation import starts_new_conversation, turn_patients
 from appliance.patient_choice import Shown, resolve
+from appliance.screen_text import allowed_patient_ids, screen_safe
 from appliance.line_session.progress import Progress
 from appliance.tools.base import Approval, signed_by
 from appliance.turn_outcome import stopped_words
@@ -215,7 +216,8 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
             finally:
                 interrupts.turn_ended()
                 progress.done()  # also when a second Ctrl+C leaves the session
-            shown = "\n".join(["\n".join(safety_lines(entry)) for entry in last.safety] + [last.response])
+            response = screen_safe(last.response, allowed_patient_ids(last.state, context | {current.patient_id} - {None}))
+            shown = "\n".join(["\n".join(safety_lines(entry)) for entry in last.safety] + [response])
             print(shown)  # the gate's findings first, whatever the answer says
             conversation.save(line, shown, kind=last.kind, status="complete", patient_id=current.patient_id,
                               trace=[e.to_dict() for e in last.trace])
@@ -228,7 +230,7 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
             if change:
                 print(change)
             print()
-            history += [("user", line), ("assistant", last.response)]
+            history += [("user", line), ("assistant", response)]
             patients_shown.after_answer(last.response)
 
 

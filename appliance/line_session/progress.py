@@ -47,7 +47,7 @@ class Progress:
             self._draw()
 
     def line(self) -> str:
-        return f"  {self.step[:60]}... {time.monotonic() - self.started:.0f} s"
+        return f"  {self.step[:60]}... {int(time.monotonic() - self.started)} s"
 
     def _draw(self) -> None:
         with self._lock:

@@ -1,4 +1,4 @@
-"""The clinic terminal with a scripted model: streaming, clarification, cancel, errors,
+"""The clinic terminal with a scripted model: checked answers and progress, clarification, cancel, errors,
 model loading, resuming sessions (Pilot)."""
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 ANSWER = "Hypertension is persistently raised arterial blood pressure."
 
 
-async def test_question_gets_a_streamed_answer(tmp_path):
-    tokens: list[str] = []
+async def test_question_gets_its_answer_whole_once_checked(tmp_path):
+    finished: list[str] = []
 
     def hook(message):
-        if isinstance(message, events.TurnToken):
-            tokens.append(message.text)
+        if isinstance(message, events.TurnFinished):
+            finished.append(message.result.response)
 
     app, model, _ = make_app(tmp_path, {IC: [intent()], SY: [ANSWER]})
     async with app.run_test(size=SIZE, message_hook=hook) as pilot:
@@ -36,8 +36,7 @@ async def test_question_gets_a_streamed_answer(tmp_path):
         assert texts(app) == ["What is hypertension?", ANSWER]
         reply = app.main.chat.messages()[-1]
         assert reply.kind == "answer" and reply.has_class("answer")
-        assert len(tokens) == len(ANSWER.split(" ")) > 1  # the answer arrived piece by piece
-        assert "".join(tokens) == ANSWER
+        assert finished == [ANSWER]  # one finished answer, no pieces posted before it
         assert [e.node for e in app.main.trace.events(1)] == ["INPUT_ASSEMBLY", IC, SY]
         assert app.history == [("user", "What is hypertension?"), ("assistant", ANSWER)]
         assert model.pending() == {}
@@ -80,13 +79,16 @@ async def test_cancelling_a_turn_stops_generation_and_keeps_the_session_consiste
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot, "What is hypertension?")
-        await wait_until(pilot, lambda: app.main.chat.messages()[-1].streamed == "Raised", what="the first piece")
+        await wait_until(pilot, model.first_piece.is_set, what="the first piece")
+        await wait_until(pilot, lambda: "Writing the answer… " in app.main.chat.messages()[-1].text,
+                         what="the progress line")
+        assert "Raised" not in app.main.chat.messages()[-1].text  # the unchecked words never show
         assert app.turn is not None
         await pilot.press("escape")
         await settle(pilot)
         reply = app.main.chat.messages()[-1]
         assert app.turn is None and reply.has_class("cancelled")
-        assert "Raised" in reply.text and "blood" not in reply.text  # stopped at the next token
+        assert "Raised" not in reply.text and "nothing was written to the record" in reply.text
         assert app.history == []  # a cancelled answer is never context
         stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.session.id)
         assert [m.status for m in stored] == ["cancelled", "cancelled"]

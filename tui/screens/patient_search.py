@@ -20,6 +20,7 @@ from textual.widgets.option_list import Option
 
 from appliance.tools.base import ToolOutcome
 from appliance.wording import plural
+from ehr_db.name_match import closest_in
 
 
 def match_line(match: dict) -> str:
@@ -73,9 +74,18 @@ class PatientSearchScreen(ModalScreen[dict | None]):
         status = self.query_one("#patient-search-status", Static)
         options = self.query_one("#patient-matches", OptionList)
         options.clear_options()
+        if not message.outcome.ok and message.outcome.error_type == "not_found":
+            # no exact match: the record's closest names (ehr_db.name_match), to choose from
+            self.matches = list(closest_in(message.outcome.message or ""))
+            if not self.matches:
+                status.update(f"No patient matches {message.query!r}.")
+                return
+            status.update(f"No exact match for {message.query!r}; did you mean one of these? Choose with Enter.")
+            self._offer()
+            return
         if not message.outcome.ok:
             self.matches = []
-            status.update(f"The search did not work: {message.outcome.message or message.outcome.error_type}")
+            status.update(f"The search could not be done: {message.outcome.message or message.outcome.error_type}")
             return
         self.matches = [m for m in (message.outcome.result or {}).get("matches", []) if m.get("patient_id")]
         total = (message.outcome.result or {}).get("total_matches", len(self.matches))
@@ -84,6 +94,10 @@ class PatientSearchScreen(ModalScreen[dict | None]):
             return
         shown = f" (showing {len(self.matches)})" if total > len(self.matches) else ""
         status.update(f"{plural(total, 'match')} for {message.query!r}{shown}: choose one with Enter.")
+        self._offer()
+
+    def _offer(self) -> None:
+        options = self.query_one("#patient-matches", OptionList)
         options.add_options(Option(match_line(m), id=str(i)) for i, m in enumerate(self.matches))
         options.highlighted = 0
         options.focus()

@@ -1,8 +1,11 @@
-"""One message in the conversation: the clinician's question, the assistant's answer as it
-streams in, a clarification question (styled differently), or a notice.
+"""One message in the conversation: the clinician's question, the assistant's answer, a
+clarification question (styled differently), or a notice.
 
-Invariant: model output is shown as plain text (never parsed as markup), so brackets or
-markup-like text in an answer cannot break or restyle the display.
+Invariants:
+- Model output is shown as plain text (never parsed as markup), so brackets or markup-like text
+  in an answer cannot break or restyle the display.
+- An answer appears whole, once its turn's checks are done (``finish``); until then the reply
+  shows only progress (the step and the elapsed seconds), never the model's words as written.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ class ChatMessage(Static):
         super().__init__(text, markup=False, classes=f"{kind} {classes}".strip())
         self.kind = kind
         self.text = text
-        self.streamed = ""
         self.footnote: str | None = None
         self.border_title = TITLES[kind]
 
@@ -38,12 +40,10 @@ class ChatMessage(Static):
         self.text = text
         self.update(text)
 
-    def append(self, piece: str) -> None:
-        """A streamed piece of the answer."""
-        if not self.streamed:
-            self.set_kind("answer")
-        self.streamed += piece
-        self.show(self.streamed)
+    def progress(self, text: str) -> None:
+        """The turn's step and elapsed time, while the answer is being made and checked."""
+        if self.kind == "pending":
+            self.show(text)
 
     def finish(self, text: str, kind: str, footnote: str | None = None) -> None:
         """The final answer; ``footnote`` (e.g. "verify against the chart") goes under it, apart."""
@@ -57,8 +57,8 @@ class ChatMessage(Static):
             self.update(text)
 
     def mark(self, status: str, detail: str = "") -> None:
-        """cancelled / failed: keep what was streamed and say what happened."""
-        self.set_kind("answer" if self.streamed else "notice")
+        """cancelled / failed: say what happened (no unchecked words were shown to keep)."""
+        self.set_kind("notice")
         self.add_class(status)
         self.border_subtitle = status
-        self.show((self.streamed + "\n" if self.streamed else "") + f"[{detail or status}]")
+        self.show(f"[{detail or status}]")
