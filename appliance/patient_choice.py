@@ -4,9 +4,10 @@ born 1990" from the last list of patients the front end showed; a name with a ty
 closest names ("no exact match for 'emily jonson'; did you mean ...").
 
 Invariants:
-- A pick comes only from the list the clinician last saw (``Shown``): a search's matches, the
-  closest names of a search with no exact match, or the agent's several-matches question; the
-  list is forgotten once a patient is picked from it or another answer follows. A pick is
+- A pick comes only from the list the front end itself last showed (``Shown``): a search's
+  matches or the closest names of a search with no exact match; the list is forgotten once a
+  patient is picked from it or an agent answer follows. (A reply to the agent's own
+  several-matches question is the agent's: it goes on with the request that asked.) A pick is
   ``patient_refs.choose``'s: exactly one candidate fits every cue given (position, birth year or
   date, name words), otherwise nothing is picked.
 - ``open_request`` takes a line as a request to open a patient only when the whole line is an
@@ -55,17 +56,21 @@ class Shown:
     """The last list of patients a front end showed the clinician, best first."""
 
     candidates: tuple[Candidate, ...] = ()
+    agent_asked: bool = False  # the last answer is the agent's "which one did you mean?"
 
     def show(self, matches) -> None:
         """Remember search matches (dicts with patient_id, name, birth_date) or candidates."""
+        self.agent_asked = False
         self.candidates = tuple(m if isinstance(m, Candidate) else
                                 Candidate(str(m["patient_id"]), str(m.get("name") or m["patient_id"]),
                                           m.get("birth_date")) for m in matches)
 
     def after_answer(self, response: str) -> None:
-        """After an agent turn: its several-matches question becomes the list; any other answer
-        means no list is the last one shown (so "the second one" later picks nothing)."""
-        self.candidates = candidates_in(response or "")
+        """After an agent turn no list of the front end's is the last one shown. The agent's own
+        several-matches question is answered by the agent (``patient_refs.choice_from_history``),
+        which goes on with the request that asked it, so it is not taken here either."""
+        self.candidates = ()
+        self.agent_asked = bool(candidates_in(response or ""))
 
     def pick(self, line: str) -> Candidate | None:
         chosen = choose(line, self.candidates)
@@ -113,7 +118,10 @@ HOW_TO_PICK = "Say which one (e.g. 'the second one' or 'the one born 1967'), or 
 
 def resolve(line: str, shown: Shown, search: Callable[[str], object]) -> Outcome | None:
     """The patient ``line`` picks or opens, or None when the line is not about choosing one
-    (it then goes to the agent as it is). ``search(name)`` returns a ``ToolOutcome``."""
+    or answers the agent's own question (it then goes to the agent as it is). ``search(name)``
+    returns a ``ToolOutcome``."""
+    if shown.agent_asked:
+        return None
     picked = shown.pick(line) if shown.candidates else None
     if picked is not None:
         shown.candidates = ()  # the list has done its work: later ordinals are not patients

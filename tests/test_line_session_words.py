@@ -120,3 +120,16 @@ def test_no_progress_when_standard_error_is_not_a_terminal():
     time.sleep(0.05)
     progress.done()
     assert stream.getvalue() == ""
+
+
+def test_a_reply_to_the_agents_own_question_goes_on_to_the_agent(monkeypatch, tmp_path):
+    script = {IC: [{"intent": "TOOL_NEEDED", "task_summary": "Find.", "suggested_tool": "search_patient"}],
+              TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"}],
+              RC: [{"quality": "success_partial", "brief_summary": "Three."}]}
+    tools = {"search_patient": [{"result": WILSONS}]}
+    out, box, model = run_session(monkeypatch, tmp_path, [
+        "Search for patient James Wilson", "James Wilson born 1960", "/quit"], script, tools)
+    assert "I found 3 patients matching 'James Wilson'. Which one did you mean?" in out
+    # the reply went to the agent (its own choice from history), not to a search by the front end
+    assert [t for t, _ in box.calls].count("search_patient") == 1
+    assert "patients match 'James Wilson'" not in out

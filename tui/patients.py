@@ -49,8 +49,8 @@ class PatientHandling:
         it is resolved by code in a worker (no model call) instead of going to the agent."""
         if self.turn is not None or self.tools is None:
             return False
-        shown = Shown(self.patients_shown.candidates)
-        if not (shown.candidates and shown.pick(text)) and open_request(text) is None:
+        shown = Shown(self.patients_shown.candidates, self.patients_shown.agent_asked)
+        if shown.agent_asked or (not (shown.candidates and shown.pick(text)) and open_request(text) is None):
             return False
         self._resolve_words(text, shown)
         return True
@@ -63,7 +63,7 @@ class PatientHandling:
     def on_patient_words(self, message: events.PatientWords) -> None:
         """Open the chosen patient first (it may start a new conversation, clearing the chat),
         then show the line and code's words, or send the line on to the agent."""
-        self.patients_shown.candidates = message.shown
+        self.patients_shown = Shown(message.shown)
         outcome, opened = message.outcome, message.outcome.opened
         if opened is not None:
             self._set_patient(opened.patient_id, opened.name)
