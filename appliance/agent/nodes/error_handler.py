@@ -13,6 +13,9 @@ Invariants:
   the message says the record may or may not have been changed and to check the chart; a
   retry could write twice.
 - Every message produced here is pre-formatted, clinician-safe text.
+- A write asked for with a drug no recogniser source knows but close to one ("amoxicilin") is
+  the question "did you mean amoxicillin?" (``orders.misspelt_drug``), before any other
+  missing value is asked for.
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ Invariants:
   name the recogniser knows (``appliance.medication.names``: bundled dictionary, overlay, the
   servers' vocabularies): a word such as "mild" the clinician said is asked about, not
   prescribed. The record refuses a drug that is the patient's own name (``ehr_db``).
+- A change of an order on the chart (``order_gate``) is looked up on the chart before the
+  approver is asked: no such order, or two alike, is said or asked, never approved blind. The
+  safety gate checks every write that makes an order active (a prescription, a change, a resume
+  or renewal) with the values it makes; an approved order carries the sig code read from the
+  approved arguments (``contracts.SIG``).
 - Results carry clinical labels; errors become pre-formatted clinician-safe text before any
   model sees them (docs/design.md §10). The raw text is kept only for the trace; from a drug
   the database does not hold, code reads only the names it gives (``contracts.drugs_not_found``)
