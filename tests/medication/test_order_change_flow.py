@@ -176,3 +176,25 @@ def test_an_as_needed_order_is_charted_as_needed_with_its_maximum(home):
     assert dosage["timing"]["repeat"] == {"frequency": 1, "period": 6.0, "periodUnit": "h"}
     chart = EhrRepository(locations.ehr_db_path()).get_patient_chart("pat-006")
     assert [m["frequency"] for m in chart["medications"] if m["id"] == row["id"]] == ["q6h prn pain, max 3 g/day"]
+
+
+def test_the_gate_checks_an_as_needed_order_against_its_maximum(home):
+    reports = {}
+    for query in ("rx acetaminophen 1 g q4h prn pain", "rx acetaminophen 1 g q4h prn pain, max 3 g/day"):
+        seen: list = []
+
+        def reject(tool, args, safety=None):
+            seen.append((args, safety))
+            return Approval(False, dict(args), "checking the gate only")
+
+        model = ScriptedModel({**_script("prescribe_medication"),
+                               RC: [{"quality": "error_fatal", "brief_summary": "Not approved."}]})
+        tools = InProcessToolBox()
+        try:
+            Agent(model, tools, Settings(), reject).run_turn(query, patient_id="pat-006")
+        finally:
+            tools.close()
+        ((args, report),) = seen
+        reports[args["frequency"]] = [f for f in report.findings if f.kind == "dose"]
+    assert reports["q4h prn pain"]  # six a day allowed: 6 g, above the daily limit
+    assert reports["q4h prn pain, max 3 g/day"] == []  # the written maximum bounds the day at 3 g
