@@ -14,6 +14,10 @@ Invariants:
   anything is timed, so the first configuration measured pays no start-up the others skip.
 - A turn is timed wall-clock from question to answer. Figures and ratios are printed; nothing is
   asserted. The host decodes ``max(terminals)`` requests side by side (``--slots``).
+- One terminal on the host runs straight after the in-process turns, before anything else, so
+  the one-terminal ratio compares two runs on the same machine load. Both runs' free-text calls
+  are reported (count, median length, seconds a token): a turn ratio away from 1 is then either
+  the decoding speed or how much text each runtime wrote.
 - Constrained calls alone: every constrained call the in-process turns made (its messages,
   schema, temperature and token limit) is timed again in process and then on the idle host,
   one after another, ``CALL_REPEATS`` times each; the ratio is the median over calls of host
@@ -124,9 +128,10 @@ def _wait(proc: subprocess.Popen, log: Path, urls: list[str], seconds: float = 1
 
 
 def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path: int,
-              calls: list | None = None) -> list[dict]:
+              calls: list | None = None, free: list | None = None) -> list[dict]:
     """One terminal's turns (its own agent and MCP client), each timed; the constrained calls
-    they made are added to ``calls`` when given."""
+    they made are added to ``calls`` and their free-text calls' (tokens, seconds) to ``free``,
+    when given."""
     from appliance.agent.graph import Agent
     from appliance.bench.decoding import RecordingModel, _path_overrides
     from appliance.tools.base import deny_all
@@ -145,18 +150,20 @@ def _terminal(model, tool_env: dict, settings: Settings, turns: int, first_path:
             drugs = agent.drugs
             if calls is not None:
                 calls.extend(c.call for c in recording.calls if c.call is not None)
+            if free is not None:
+                free.extend((c.completion_tokens, c.seconds) for c in recording.calls if c.schema is None)
             out.append({"path": path, "seconds": time.perf_counter() - started, "nodes": len(result.path)})
     return out
 
 
 def _concurrently(n: int, make_model, tool_env: dict, settings: Settings, turns: int,
-                  calls: list | None = None) -> dict:
+                  calls: list | None = None, free: list | None = None) -> dict:
     results: list[list[dict]] = [[] for _ in range(n)]
     errors: list[BaseException] = []
 
     def one(i: int) -> None:
         try:
-            results[i] = _terminal(make_model(), tool_env, settings, turns, i, calls)
+            results[i] = _terminal(make_model(), tool_env, settings, turns, i, calls, free)
         except BaseException as exc:  # noqa: BLE001 - reported after the others finish
             errors.append(exc)
 
@@ -221,6 +228,14 @@ def _decode_side_by_side(model_url: str, n: int) -> float:
     return statistics.median(per_token)
 
 
+def _free_figures(pairs: list[tuple[int, float]]) -> dict:
+    """A one-terminal run's free-text calls: how many, their median length, and seconds a token
+    over all of them (prompt evaluation included, as a turn pays it)."""
+    tokens = sum(t for t, _ in pairs)
+    return {"calls": len(pairs), "median_tokens": statistics.median([t for t, _ in pairs]) if pairs else 0,
+            "seconds_per_token": round(sum(s for _, s in pairs) / tokens, 4) if tokens else None}
+
+
 def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
     from appliance.setup.home import init_home
     from appliance.llm.server import ServerModel
@@ -241,19 +256,24 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
             # servers and this process start warm for every configuration, not only the later ones
             _terminal(local, tool_env, local_settings, 1, PATHS.index("MULTI_TOOL"))
             calls: list = []
-            baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns, calls)
+            free: dict[str, list] = {"in_process": [], "host": []}
+            baseline = _concurrently(1, lambda: local, tool_env, local_settings, turns, calls, free["in_process"])
+            # one terminal on the host straight after, so the two figures see the same machine
+            first_host = _concurrently(1, lambda: ServerModel(model_url), tool_env, settings, turns,
+                                       free=free["host"])
             in_process_calls = _time_calls(local, calls)
             del local
             host_calls = _time_calls(ServerModel(model_url), calls)
             decode = {n: _decode_side_by_side(model_url, n) for n in terminals}
-            rows = [_concurrently(n, lambda: ServerModel(model_url), tool_env, settings, turns)
+            rows = [first_host if n == 1 else _concurrently(n, lambda: ServerModel(model_url), tool_env, settings, turns)
                     for n in terminals]
-    one = next((r for r in rows if r["terminals"] == 1), rows[0])
+    one = next((r for r in rows if r["terminals"] == 1), first_host)
     report = {
         "model": settings.model, "turns_per_terminal": turns, "in_process": baseline, "clinic_host": rows,
         "constrained_calls": {"calls": len(calls), "repeats": CALL_REPEATS,
                               "in_process_median_s": round(statistics.median(in_process_calls), 3),
                               "host_median_s": round(statistics.median(host_calls), 3)},
+        "free_text_calls": {where: _free_figures(pairs) for where, pairs in free.items()},
         "ratios": {
             "one_terminal_vs_in_process_median_turn": round(one["median_turn_s"] / baseline["median_turn_s"], 3),
             "constrained_call_host_vs_in_process": round(statistics.median(
@@ -278,6 +298,9 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
     for r in rows:
         label = f"host, {r['terminals']} terminal{'s' if r['terminals'] > 1 else ''}"
         print(f"{label:<28}{r['median_turn_s']:>10}{r['p95_turn_s']:>10}{r['turns_per_minute']:>11}")
+    for where, f in report["free_text_calls"].items():
+        print(f"free-text calls {where.replace('_', ' ')} (one terminal): {f['calls']} calls, median "
+              f"{f['median_tokens']} tokens, {f['seconds_per_token']} s a token")
     c = report["constrained_calls"]
     print(f"constrained calls alone ({c['calls']} from the in-process turns, {c['repeats']} runs each, idle): "
           f"median {c['in_process_median_s']} s in process, {c['host_median_s']} s on the host")
