@@ -23,7 +23,10 @@ _TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*")
 
 
 def allowed_patient_ids(state, conversation: set[str] | frozenset[str] = frozenset()) -> set[str]:
-    """The IDs a screen may show after this turn (see the module docstring)."""
+    """The IDs a screen may show after this turn (see the module docstring); ``state`` None (a
+    result made by code alone, e.g. the prescreen) allows the conversation's patients only."""
+    if state is None:
+        return set(conversation)
     texts = [state.user_query or "", state.selected_patient_id or ""]
     results = [r.args for r in state.tool_results] + [r.result for r in state.tool_results]
     sources = sources_text(texts, results)

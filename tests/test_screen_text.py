@@ -52,3 +52,8 @@ def test_the_line_session_never_prints_another_patients_id(monkeypatch, tmp_path
     out, _, _ = run_session(monkeypatch, tmp_path, ["/patient abc-123", "What is hypertension?", "/quit"],
                             script, tools)
     assert "pat-003" not in out and "abc-123" in out
+
+
+def test_a_result_made_by_code_alone_allows_the_conversations_patients_only():
+    allowed = allowed_patient_ids(None, {"pat-006"})
+    assert screen_safe("pat-006: NCT01234567 may fit; pat-009 not.", allowed) == f"pat-006: NCT01234567 may fit; {HIDDEN} not."

@@ -278,7 +278,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self._finish_cancelled(turn)
             return
         result = message.result
-        allowed = allowed_patient_ids(result.state, self.context_patients | ({turn.patient_id} - {None}))
+        allowed = allowed_patient_ids(getattr(result, "state", None), self.context_patients | ({turn.patient_id} - {None}))
         response = screen_safe(result.response, allowed)  # never another patient's ID on screen
         shown = "\n\n".join(  # the safety check's findings lead the answer (as in `ask`)
             ["\n".join(safety_lines(entry)) for entry in result.safety] + [response])

@@ -74,6 +74,7 @@ class PrescreenHandling:
         turn = self._new_turn(question, "Prescreening: reading the chart…")
         self._prescreen_replies = {**getattr(self, "_prescreen_replies", {}), turn.id: turn.reply}
         self._begin(turn)
+        turn.step = "Prescreening: reading the chart"  # the progress line's step (ClinicApp._show_progress)
         self._run_prescreen(turn.id, turn.patient_id, turn.cancel)
 
     @work(thread=True, group="turn", exit_on_error=False)
@@ -94,7 +95,8 @@ class PrescreenHandling:
     def on_prescreen_progress(self, message: PrescreenProgress) -> None:
         turn = self._current(message.turn_id)
         if turn is not None and not turn.cancel.is_set():
-            turn.reply.show(f"Prescreening: {message.text}…")
+            turn.step = f"Prescreening: {message.text}"
+            self._show_progress()
 
     def on_prescreen_shown(self, message: PrescreenShown) -> None:
         reply = getattr(self, "_prescreen_replies", {}).pop(message.turn_id, None)
