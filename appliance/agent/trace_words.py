@@ -3,16 +3,32 @@ long it took, the source with its arguments as a readable list and a one-line re
 what comes next and why. The terminal's trace panel and the line session's ``/trace`` both read
 it, so they say the same thing.
 
-Invariant: a line is a list of (text, style) parts; style names are rich styles or None, and the
-text is never markup, so tool arguments that contain brackets are shown as typed.
+Invariants: a line is a list of (text, style) parts; style names are rich styles or None, and the
+text is never markup, so tool arguments that contain brackets are shown as typed. A patient ID
+the fact guard withheld (in no source) is never shown, here or in the raw details
+(``withheld_words``).
 """
 
 from __future__ import annotations
 
+from appliance.agent.patient_refs import find_patient_ids
 from appliance.agent.state import TraceEvent
 from mcp_servers.contracts import TOOL_LABELS
 
 Parts = list[tuple[str, str | None]]
+# A withheld patient ID was in no source: the trace names the kind of fact, never the ID itself.
+WITHHELD_ID = "an ID in no source"
+
+
+def withheld_words(items) -> list[str]:
+    """The fact guard's withheld facts as a screen may show them: patient IDs hidden."""
+    out = []
+    for item in items or []:
+        text = str(item)
+        for pid in find_patient_ids(text):
+            text = text.replace(pid, WITHHELD_ID)
+        out.append(text)
+    return out
 
 MAX_ARGS_CHARS = 100
 
@@ -92,7 +108,8 @@ def trace_parts(event: TraceEvent) -> Parts:
         if output.get("fallback_used"):
             line.append((" (the findings as found)", "italic"))
         elif output.get("withheld"):
-            line.append((" (the model's wording withheld: " + ", ".join(output["withheld"]) + ")", "italic"))
+            line.append((" (the model's wording withheld: " + ", ".join(withheld_words(output["withheld"])) + ")",
+                         "italic"))
         elif output.get("by") == "code":
             line.append((" (the chart's facts, written by code)", "italic"))
     return line

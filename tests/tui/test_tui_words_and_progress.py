@@ -57,8 +57,13 @@ async def test_the_model_words_never_show_before_the_checks_and_progress_moves(t
         model.release.set()
         await settle(pilot)
         await wait_until(pilot, lambda: app.turn is None, what="the answer")
+        trace = app.main.trace
+        shown_trace = [str(line.label) for turn in trace.root.children for event in turn.children
+                       for line in [event, *event.children]]
     assert not any("pat-003" in text for text in screen_texts)  # another patient's ID never shown
     assert not any("memer" in text for text in screen_texts)
+    assert any("withheld" in line for line in shown_trace)  # the guard withheld the wording ...
+    assert not any("pat-003" in line for line in shown_trace)  # ... and the trace does not name the ID
 
 
 async def test_stopping_after_an_approved_write_says_what_was_written(tmp_path):

@@ -16,7 +16,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from appliance.agent.state import TraceEvent
-from appliance.agent.trace_words import approval_parts, arg_word, trace_parts
+from appliance.agent.trace_words import approval_parts, arg_word, trace_parts, withheld_words
 
 __all__ = ["TracePanel", "approval_line", "arg_word", "detail_lines", "trace_line"]
 
@@ -39,7 +39,10 @@ def _text(parts) -> Text:
 
 
 def detail_lines(event: TraceEvent) -> list[str]:
-    return json.dumps(event.to_dict(), indent=2, ensure_ascii=False, default=str).splitlines()
+    raw = event.to_dict()
+    if (raw.get("output") or {}).get("withheld"):  # a withheld patient ID is never shown
+        raw["output"] = {**raw["output"], "withheld": withheld_words(raw["output"]["withheld"])}
+    return json.dumps(raw, indent=2, ensure_ascii=False, default=str).splitlines()
 
 
 class TracePanel(Tree):
