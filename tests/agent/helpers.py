@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
+from appliance.tools.base import Approval
 from mcp_servers.contracts import TOOL_LABELS
 
 
@@ -26,3 +27,13 @@ def state(query: str = "q", results=(), quality: str | None = "success_rich", id
         last_result_classification=quality,
         **kw,
     )
+
+
+OVERRIDE_REASON = "reviewed at the bedside by the prescriber"
+
+
+def approve_as_override(tool: str, args: dict, safety=None) -> Approval:
+    """A clinician who approves every write and, where the safety policy asks for it, overrides
+    with a reason and the password given again: for routing tests whose scripted tool boxes
+    answer no chart, so the gate's checks do not run and every prescription needs an override."""
+    return Approval(True, args, OVERRIDE_REASON, override_reason=OVERRIDE_REASON, reauthenticated=True)

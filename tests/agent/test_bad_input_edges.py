@@ -9,7 +9,7 @@ import pytest
 from appliance.agent.graph import EMPTY_QUESTION, Agent
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
-from appliance.tools.base import approve_all
+from tests.agent.helpers import approve_as_override
 from appliance.tools.scripted import ScriptedToolBox
 
 IA, IC, TS, TE, RC, DR, EH, SY = (
@@ -22,7 +22,7 @@ PRESCRIBE = {"intent": "TOOL_NEEDED", "task_summary": "Write a prescription.", "
 def run(query, script, tools=None, **kw):
     model = ScriptedModel(script)
     toolbox = ScriptedToolBox(tools or {}, fallback=None, drug_names=["metformin"])
-    result = Agent(model, toolbox, Settings(), approve_all).run_turn(query, **kw)
+    result = Agent(model, toolbox, Settings(), approve_as_override).run_turn(query, **kw)
     assert model.pending() == {}, f"unused scripted replies: {model.pending()}"
     return result, model, toolbox
 

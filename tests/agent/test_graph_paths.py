@@ -10,6 +10,7 @@ from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
+from tests.agent.helpers import approve_as_override
 from appliance.tools.scripted import ScriptedToolBox
 from mcp_servers.contracts import TOOL_LABELS
 
@@ -222,7 +223,7 @@ def test_write_values_from_the_recent_exchanges_count_as_given():
          TS: [{"tool_name": "prescribe_medication"},
               {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg", "frequency": "twice daily", "notes": None}]},
         {"prescribe_medication": [{"result": {"id": 41, "status": "active"}}]},
-        approver=approve_all, patient_id="abc-123",
+        approver=approve_as_override, patient_id="abc-123",
         history=[("user", "Prescribe metformin 500mg for abc-123"),
                  ("assistant", "I need more information to complete this request: frequency.")],
     )
@@ -262,7 +263,7 @@ def test_write_approved_runs_once():
         {IC: [intent("prescribe_medication")],
          TS: []},  # the order is read in full from the words: code's call, no model
         {"prescribe_medication": [{"result": {"id": "54ab4be4-0c1d", "status": "active", "author": "drx"}}]},
-        approver=approve_all,
+        approver=approve_as_override,
     )
     assert result.path == [IA, IC, *TOOL_LOOP, SY]
     assert toolbox.calls[0][1]["patient_id"] == "abc-123"

@@ -11,6 +11,7 @@ from appliance.agent.nodes.router import Limits, route, steps_not_done
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
+from tests.agent.helpers import approve_as_override
 from appliance.tools.scripted import ScriptedToolBox
 from tests.agent.helpers import ok, state
 
@@ -146,7 +147,7 @@ def test_dictated_write_values_are_still_the_clinicians_words_for_grounding():
     result, _ = _run(
         query,
         {IC: [_intent("prescribe_medication")], TS: []},  # the order parser reads the quoted words: code's call
-        {"prescribe_medication": [{"result": {"id": 3, "status": "active"}}]}, approver=approve_all,
+        {"prescribe_medication": [{"result": {"id": 3, "status": "active"}}]}, approver=approve_as_override,
     )
     assert result.tool_calls[0]["error_type"] is None  # grounded in the quoted words, approved, written
     assert result.tool_calls[0]["args"] == args
