@@ -236,6 +236,15 @@ def _free_figures(pairs: list[tuple[int, float]]) -> dict:
             "seconds_per_token": round(sum(s for _, s in pairs) / tokens, 4) if tokens else None}
 
 
+def _free_report(free: dict[str, list]) -> dict:
+    """Both one-terminal runs' free-text figures, and the host's seconds a token over the
+    in-process one (above 1: the host decodes slower)."""
+    report: dict = {where: _free_figures(pairs) for where, pairs in free.items()}
+    host, local = report["host"]["seconds_per_token"], report["in_process"]["seconds_per_token"]
+    report["host_vs_in_process"] = round(host / local, 3) if host and local else None
+    return report
+
+
 def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
     from appliance.setup.home import init_home
     from appliance.llm.server import ServerModel
@@ -273,7 +282,7 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
         "constrained_calls": {"calls": len(calls), "repeats": CALL_REPEATS,
                               "in_process_median_s": round(statistics.median(in_process_calls), 3),
                               "host_median_s": round(statistics.median(host_calls), 3)},
-        "free_text_calls": {where: _free_figures(pairs) for where, pairs in free.items()},
+        "free_text_calls": _free_report(free),
         "ratios": {
             "one_terminal_vs_in_process_median_turn": round(one["median_turn_s"] / baseline["median_turn_s"], 3),
             "constrained_call_host_vs_in_process": round(statistics.median(
@@ -298,9 +307,11 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
     for r in rows:
         label = f"host, {r['terminals']} terminal{'s' if r['terminals'] > 1 else ''}"
         print(f"{label:<28}{r['median_turn_s']:>10}{r['p95_turn_s']:>10}{r['turns_per_minute']:>11}")
-    for where, f in report["free_text_calls"].items():
+    for where in ("in_process", "host"):
+        f = report["free_text_calls"][where]
         print(f"free-text calls {where.replace('_', ' ')} (one terminal): {f['calls']} calls, median "
               f"{f['median_tokens']} tokens, {f['seconds_per_token']} s a token")
+    print(f"  free-text seconds a token, host vs in process: {report['free_text_calls']['host_vs_in_process']}")
     c = report["constrained_calls"]
     print(f"constrained calls alone ({c['calls']} from the in-process turns, {c['repeats']} runs each, idle): "
           f"median {c['in_process_median_s']} s in process, {c['host_median_s']} s on the host")

@@ -251,6 +251,8 @@ def test_the_clinic_bench_times_turns_for_each_terminal_count_beside_the_in_proc
     assert all(v > 0 for v in report["decode_side_by_side"]["seconds_per_token"].values())
     calls = report["constrained_calls"]
     assert calls["calls"] >= 1 and calls["in_process_median_s"] > 0 and calls["host_median_s"] > 0
+    free = report["free_text_calls"]  # the one turn is DIRECT: an answer written by the model, both ways
+    assert free["in_process"]["calls"] == free["host"]["calls"] == 1 and free["host_vs_in_process"] > 0
     bad = subprocess.run([sys.executable, "-m", "appliance.cli", "bench", "clinic", "--terminals", "1,x"], cwd=PROJECT,
                          capture_output=True, text=True, timeout=60, env={**os.environ, "APPLIANCE_HOME": str(tmp_path)})
     assert bad.returncode == 2 and "--terminals takes counts" in bad.stderr
