@@ -6,8 +6,9 @@ Invariants:
 - ``answer`` returns None (the model writes) when any result is one code does not render (an
   image analysis), when an image was attached, or when no tool ran.
 - Every line is read from a result, a pre-formatted error, or code's own "not done" sentence:
-  nothing from memory. A write is said in clinical words (what was written, for whom, the
-  safety check's findings and an override's reason), never as a record dump or a row id.
+  nothing from memory. A write is said in clinical words (what was written, for whom), never as
+  a record dump or a row id; a prescription's safety check (findings, an override's reason) is
+  printed before the answer by every front end (``wording.safety_lines``), so it is not repeated.
 - A call that failed and was then retried with the same arguments is said once, by its last
   result.
 """
@@ -30,25 +31,6 @@ def _last_of_each(results) -> list[ToolResult]:
         last.pop(r.signature(), None)
         last[r.signature()] = r
     return list(last.values())
-
-
-def _safety_lines(report: dict | None) -> list[str]:
-    if not report:
-        return []
-    findings = report.get("findings") or []
-    lines = []
-    if findings:
-        lines.append("Safety check findings:")
-        lines += [f"- {str(f.get('severity', '')).upper()} {str(f.get('kind', '')).replace('_', ' ')}: {f.get('text')}"
-                  for f in findings]
-    else:
-        lines.append("Safety check: no findings.")
-    not_run = [c.replace("_", " ") for c, ran in (report.get("checked") or {}).items() if not ran]
-    if not_run:
-        lines.append("Checks not run: " + ", ".join(not_run) + ".")
-    if report.get("override_reason"):
-        lines.append(f"Written as an override of the safety check; reason given: {report['override_reason']}")
-    return lines
 
 
 def _patient_name(state: AgentState) -> str | None:
@@ -76,7 +58,7 @@ def _write_done(r: ToolResult, name: str | None) -> str:
         shown = {k: v for k, v in r.args.items() if k != "patient_id" and v not in (None, "")}
         head = f"{r.tool_label} written: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items()) + "."
     who = f" for {name}" if name else ""
-    return "\n".join([head[:-1] + who + ". The record was changed.", *_safety_lines(r.safety)])
+    return head[:-1] + who + ". The record was changed."
 
 
 def _search(r: ToolResult) -> str:
@@ -98,12 +80,7 @@ def render(state: AgentState, r: ToolResult, drug_count: int | None = None) -> s
         if r.error_type == "not_found" and r.tool_name in _SAYS_WHAT_IT_SEARCHED and r.raw_error:
             # the server's own words say what it searched and what the filters left out
             return f"{r.tool_label}: {r.raw_error.strip().rstrip('.')}."
-        if r.tool_name not in WRITE_TOOLS or not r.safety:
-            return error
-        # A refusal's reason may already list the findings: each is said once.
-        findings = [f"- {str(f.get('severity', '')).upper()} {str(f.get('kind', '')).replace('_', ' ')}: {f.get('text')}"
-                    for f in r.safety.get("findings") or [] if str(f.get("text")) not in error]
-        return "\n".join([error, *(["Safety check findings:", *findings] if findings else [])])
+        return error
     if not isinstance(r.result, dict):
         return None
     if r.tool_name in WRITE_TOOLS:

@@ -64,11 +64,12 @@ WRITE_QUESTIONS = {
 
 
 def write_script(tool: str, approved: bool) -> dict:
-    quality = good("Written.") if approved else {"quality": "error_fatal", "brief_summary": "Not approved."}
-    reply = "Done: the record was updated." if approved else "Nothing was written to the record."
+    """The model's part of a write turn: the intent and, unless code reads the order, the tool
+    and its arguments. The result's label and the answer are code's (appliance.agent.code_answers):
+    "Prescribed ... The record was changed." or the refusal and "The record was not changed."."""
     # A prescription whose words give the whole order is code's call (appliance.agent.orders): no model.
     select = [] if tool == "prescribe_medication" else [{"tool_name": tool}, dict(WRITE_ARGS[tool])]
-    return {IC: [intent(tool)], TS: select, RC: [quality], SY: [reply]}
+    return {IC: [intent(tool)], TS: select}
 
 
 class GatedModel(ScriptedModel):

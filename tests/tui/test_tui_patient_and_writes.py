@@ -98,7 +98,7 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         await pilot.press("ctrl+y")
         await settle(pilot)
         assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
-        assert texts(app)[-1].endswith("Done: the record was updated.")
+        assert "The record was changed." in texts(app)[-1]  # code's words: what was written
         if tool == "prescribe_medication":  # the safety check's findings lead the answer, as in `ask`
             assert texts(app)[-1].startswith("Medication safety check: metformin 500 mg twice daily for abc-123")
         assert model.pending() == {}
@@ -146,7 +146,7 @@ async def test_a_rejected_write_never_runs(tmp_path, tool, key):
         await pilot.press(key)
         await settle(pilot)
         assert calls_of(toolbox, tool) == []
-        assert texts(app)[-1].endswith("Nothing was written to the record.")
+        assert texts(app)[-1].endswith("The record was not changed.")
         execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
         assert execute.output["error_type"] == "rejected_by_user"
         assert model.pending() == {}

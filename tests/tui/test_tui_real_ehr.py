@@ -82,11 +82,10 @@ def rows(sql: str) -> int:
 
 
 def script(tool: str, approved: bool) -> dict:
-    quality = good("Written.") if approved else {"quality": "error_fatal", "brief_summary": "Not approved."}
-    reply = "Done: the record was updated." if approved else "Nothing was written to the record."
-    # A prescription whose words give the whole order is code's call (appliance.agent.orders): no model.
+    # A prescription whose words give the whole order is code's call (appliance.agent.orders): no
+    # model. The result's label and the answer are code's (appliance.agent.code_answers).
     select = [] if tool == "prescribe_medication" else [{"tool_name": tool}, dict(WRITES[tool][1])]
-    return {IC: [intent(tool)], TS: select, RC: [quality], SY: [reply]}
+    return {IC: [intent(tool)], TS: select}
 
 
 def panel(app) -> str:
@@ -131,10 +130,10 @@ AMOXICILLIN_FOR_PAT_006 = {"patient_id": "pat-006", "medication_name": "amoxicil
 
 def _amoxicillin_app(home, result: dict, answer: str) -> ClinicApp:
     """The terminal over the real record, with a model that proposes amoxicillin for pat-006
-    (penicillin-allergic), then labels the result ``result`` and answers ``answer``."""
+    (penicillin-allergic); the result's label and the answer are code's (``result`` and
+    ``answer`` say what the test expects of them, for the reader)."""
     model = ScriptedModel({IC: [intent("prescribe_medication")],
-                           TS: [{"tool_name": "prescribe_medication"}, AMOXICILLIN_FOR_PAT_006],
-                           RC: [result], SY: [answer]})
+                           TS: [{"tool_name": "prescribe_medication"}, AMOXICILLIN_FOR_PAT_006]})
     tools = InProcessToolBox()
     return ClinicApp(Settings(), model_loader=lambda settings, progress: model, tools_factory=lambda: tools,
                      sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
