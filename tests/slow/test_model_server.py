@@ -245,6 +245,7 @@ def test_the_clinic_bench_times_turns_for_each_terminal_count_beside_the_in_proc
     assert [(r["terminals"], r["turns"]) for r in report["clinic_host"]] == [(1, 1), (2, 2)]
     assert all(r["median_turn_s"] > 0 and r["turns_per_minute"] > 0 for r in report["clinic_host"])
     assert set(report["ratios"]) == {"one_terminal_vs_in_process_median_turn", "2_terminals_vs_1_median_turn",
+                                     "one_terminal_vs_in_process_median_model_turn",
                                      "2_terminals_vs_1_turns_per_minute", "constrained_call_host_vs_in_process",
                                      "2_decodes_vs_1_seconds_per_token"}
     assert set(report["decode_side_by_side"]["seconds_per_token"]) == {"1", "2"}
