@@ -429,18 +429,3 @@ def fast_supported(json_schema: dict) -> bool:
         return kind in ("string", "boolean", "null")
 
     return ok(json_schema)
-
-
-def sample_free(logits: np.ndarray, temperature: float, rng, top_k: int = 40, top_p: float = 0.95) -> int:
-    """Greedy at T=0, else top-k then nucleus sampling at the given temperature."""
-    if temperature <= 0:
-        return int(np.argmax(logits))
-    top = np.argpartition(logits, -top_k)[-top_k:]
-    scores = logits[top].astype(np.float64) / temperature
-    order = np.argsort(-scores)
-    top, scores = top[order], scores[order]
-    probs = np.exp(scores - scores[0])
-    probs /= probs.sum()
-    keep = int(np.searchsorted(np.cumsum(probs), top_p) + 1)
-    probs = probs[:keep] / probs[:keep].sum()
-    return int(top[int(rng.choice(keep, p=probs))])
