@@ -3,7 +3,7 @@
 Layout (evaluations as data): ``config.json`` (written first: the model's profile, file and
 sha256, the case set's sha256, the limit), ``nodes.jsonl`` and ``turns.jsonl`` (one line per
 case, appended and fsynced as each finishes), one folder per job evaluation
-(``evaluations.py``), and ``result.json`` (figures, verdict) computed from those files alone.
+(``evaluation.py``), and ``result.json`` (figures, verdict) computed from those files alone.
 
 Invariants:
 - ``resume=True`` skips the cases already written (a torn last line is done again) and refuses
@@ -23,7 +23,7 @@ from typing import Callable
 
 from appliance.acceptance import store
 from appliance.acceptance.cases import DEFAULT_CASES, load_cases, set_digest
-from appliance.acceptance.evaluations import EVALUATIONS, Evaluation, Progress
+from appliance.acceptance.evaluation import EVALUATIONS, Evaluation, Progress
 from appliance.acceptance.figures import node_figures, turn_figures
 from appliance.acceptance.nodes import run_case
 from appliance.acceptance.thresholds import verdict

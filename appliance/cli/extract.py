@@ -126,7 +126,7 @@ def format_result(result) -> str:
 
 
 def cmd_eval_extraction(args) -> int:
-    from appliance.extraction.evaluate import DEFAULT_DATA, format_table, run_eval, summary_json, write_run
+    from appliance.extraction.evaluation import DEFAULT_DATA, format_table, run_eval, summary_json, write_run
 
     data = Path(args.data) if args.data else DEFAULT_DATA
     if not (data / "trial_criteria_cache.json").is_file():

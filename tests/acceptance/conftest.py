@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from appliance.acceptance.evaluations import Evaluation
+from appliance.acceptance.evaluation import Evaluation
 
 PERFECT = {
     "trialgpt": {"n": 341, "accuracy": 1.0, "macro_f1": 1.0, "kappa": 1.0, "complete": True,

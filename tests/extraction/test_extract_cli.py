@@ -8,7 +8,7 @@ import json
 from extraction_helpers import EXPECTED, PROTOCOL_PAGES, protocol_script
 
 from appliance.cli import main
-from appliance.extraction.evaluate import (
+from appliance.extraction.evaluation import (
     RefBullet, match_score, reference_bullets, score_record, summary_json, totals, write_run,
 )
 from appliance.cli.extract import ProgressBar

@@ -75,7 +75,7 @@ def grounding_job(model: LanguageModel, folder: Path, limit: int | None, progres
 
 
 def extraction_job(model: LanguageModel, folder: Path, limit: int | None, progress: Progress) -> dict:
-    from appliance.extraction.evaluate import run_eval, write_run
+    from appliance.extraction.evaluation import run_eval, write_run
 
     if (done := _done(folder)) is not None:
         return done
