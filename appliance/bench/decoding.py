@@ -257,12 +257,12 @@ def criteria_throughput(model, rows: int = CRITERIA_ROWS, parallel: int = 8) -> 
     side: a naive loop that re-prefills every call (the KV cache cleared before each), the same
     loop reusing the patient's prefix from the call before, and batches of ``parallel`` calls
     sharing the patient's prefix cells. None when the annotation file is not on this machine."""
-    from appliance.prescreen import evaluate, trialgpt
+    from appliance.prescreen import judge, trialgpt
 
     if not trialgpt.DEFAULT_DATA.exists():
         return None
     chosen = trialgpt.load_rows(trialgpt.DEFAULT_DATA)[:rows]
-    calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in chosen]
+    calls = [judge.prepare(judge.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in chosen]
 
     def timed(run) -> float:
         model.cache.clear()
@@ -273,12 +273,12 @@ def criteria_throughput(model, rows: int = CRITERIA_ROWS, parallel: int = 8) -> 
     def naive() -> None:
         for call in calls:
             model.cache.clear()
-            evaluate.evaluate_criteria(model, [call])
+            judge.evaluate_criteria(model, [call])
 
     seconds = {
         "naive": timed(naive),
-        "prefix_reuse": timed(lambda: evaluate.evaluate_criteria(model, calls, parallel=1)),
-        "prefix_reuse_batched": timed(lambda: evaluate.evaluate_criteria(model, calls, parallel=parallel)),
+        "prefix_reuse": timed(lambda: judge.evaluate_criteria(model, calls, parallel=1)),
+        "prefix_reuse_batched": timed(lambda: judge.evaluate_criteria(model, calls, parallel=parallel)),
     }
     per_minute = {k: round(len(calls) / v * 60, 1) for k, v in seconds.items()}
     best = max(per_minute["prefix_reuse"], per_minute["prefix_reuse_batched"])

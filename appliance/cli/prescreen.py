@@ -58,7 +58,7 @@ def register(tree: Tree) -> None:
 
 
 def cmd_prescreen(args: argparse.Namespace) -> int:
-    from appliance.prescreen.evaluate import NODES
+    from appliance.prescreen.judge import NODES
     from appliance.prescreen.run import (
         MAX_TRIALS_LIMIT, PrescreenBadArguments, read_facts, render_text, run_prescreen,
     )
@@ -113,7 +113,7 @@ def _model(settings, script: dict | None):
 
 def cmd_eval_trialgpt(args: argparse.Namespace) -> int:
     from appliance.prescreen import trialgpt
-    from appliance.prescreen.evaluate import NODES
+    from appliance.prescreen.judge import NODES
     from common.locations import new_run_dir
 
     if args.recompute:

@@ -12,7 +12,7 @@ exclusion criterion:
 
 Invariants (pure functions; tested as a truth table):
 - A criterion counts as failed only on a code decision (``judged_by: code``) or on a model
-  judgement that cites a fact (``evaluate`` keeps only cited facts that concern the criterion);
+  judgement that cites a fact (``judge`` keeps only cited facts that concern the criterion);
   a failed judgement with neither counts as unknown. So EXCLUDED and NOT_ELIGIBLE always rest on
   code or on a cited, relevant fact.
 - Rules, first match wins: an inclusion criterion failed -> NOT_ELIGIBLE; an exclusion

@@ -2,7 +2,7 @@
 
 A weak model answers "excluded" and cites whatever fact comes first ("Pregnancy or breastfeeding
 - no active allergies recorded"). Its judgement may rest only on facts that concern the
-criterion; a judgement left with none becomes unknown (``evaluate.judge``).
+criterion; a judgement left with none becomes unknown (``judge.judge``).
 
 Invariants (a pure function of the fact and the criterion's text):
 - By kind first: the age (D1) concerns only criteria that speak of age; the sex (D2) only those

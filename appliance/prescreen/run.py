@@ -35,7 +35,7 @@ from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel
 from appliance.prescreen.aggregate import CriterionJudgement, TrialVerdict, aggregate, rank_key
 from appliance.prescreen.decide import decide_criterion
-from appliance.prescreen.evaluate import evaluate_criteria, evaluate_criterion, prepare
+from appliance.prescreen.judge import evaluate_criteria, evaluate_criterion, prepare
 from appliance.prescreen.facts import PatientFacts, build_facts
 from appliance.prescreen.search import MAX_SEARCHES, SearchOutcome, find_candidates
 from appliance.tools.base import ToolBox

@@ -1,5 +1,5 @@
 """`appliance eval trialgpt FILE`: the prescreen's core step (one criterion against one patient,
-``evaluate.evaluate_criteria``) measured on TrialGPT's expert criterion annotations.
+``judge.evaluate_criteria``) measured on TrialGPT's expert criterion annotations.
 
 Invariants (evaluations as data):
 - Every row given is evaluated once, in file order (``--limit N``: the first N); nothing is
@@ -43,7 +43,7 @@ from typing import Callable
 
 from appliance.errors import ApplianceError, GenerationError
 from appliance.llm.base import LanguageModel
-from appliance.prescreen import decide, evaluate
+from appliance.prescreen import decide, judge
 from appliance.prescreen.metrics import agreement, overlap
 from appliance.prescreen.subject import Subject, from_note
 from common.json_files import read_json
@@ -57,8 +57,8 @@ FIELDS = ("annotation_id", "patient_id", "note", "trial_id", "criterion_type", "
           "expert_eligibility", "gpt4_eligibility", "expert_sentences", "gpt4_sentences")
 # What the model is asked and how its answer is bounded: a change here is a different benchmark.
 PROMPT_VERSION = "criterion-" + hashlib.sha256(json.dumps(
-    [evaluate.SYSTEM, evaluate.QUESTIONS, evaluate.MAX_TOKENS, evaluate.TEMPERATURE,
-     evaluate.MAX_CRITERION_CHARS, evaluate.MAX_NOTE_CHARS]).encode()).hexdigest()[:12]
+    [judge.SYSTEM, judge.QUESTIONS, judge.MAX_TOKENS, judge.TEMPERATURE,
+     judge.MAX_CRITERION_CHARS, judge.MAX_NOTE_CHARS]).encode()).hexdigest()[:12]
 GROUP = 8  # rows evaluated (and written) together, at least (more when --parallel is larger)
 # config.json keys a resumed run must share with the run it continues
 SAME_SETUP = ("data_sha256", "limit", "model_sha256", "prompt_version", "require_citation", "code_rules")
@@ -212,7 +212,7 @@ def _decide(rows: list[Row], subjects: dict[str, Subject]) -> list[tuple[str, ob
         if row.no_criterion:
             out.append(("no_criterion", None))
             continue
-        subject = subjects.setdefault(row.note, from_note(evaluate.note_evidence(row.note).text))
+        subject = subjects.setdefault(row.note, from_note(judge.note_evidence(row.note).text))
         judged = decide.decide_note(subject, row.criterion_text, row.criterion_type)
         out.append(("model", None) if judged is None else ("code", judged))
     return out
@@ -229,7 +229,7 @@ def run_trialgpt(model: LanguageModel, run_dir: Path, *, data: Path = DEFAULT_DA
     chosen = rows[:limit] if limit is not None else rows
     setup = {"evaluation": "trialgpt", "data": str(data), "data_sha256": _sha256(data), "rows_in_file": len(rows),
              "limit": limit, "rows": len(chosen), **model_identity(model), "prompt_version": PROMPT_VERSION,
-             "temperature": evaluate.TEMPERATURE, "max_tokens": evaluate.MAX_TOKENS,
+             "temperature": judge.TEMPERATURE, "max_tokens": judge.MAX_TOKENS,
              "require_citation": require_citation, "code_rules": decide.RULES_VERSION, "classes": list(CLASSES),
              "label_map": LABELS, "null_criterion_rows_in_file": sum(r.no_criterion for r in rows)}
     if resume:
@@ -258,9 +258,9 @@ def run_trialgpt(model: LanguageModel, run_dir: Path, *, data: Path = DEFAULT_DA
             group = todo[start:start + size]
             decided = _decide(group, subjects)
             asked = [r for r, (by, _j) in zip(group, decided) if by == "model"]
-            calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type)
+            calls = [judge.prepare(judge.note_evidence(r.note), r.criterion_text, r.criterion_type)
                      for r in asked]
-            answers = iter(evaluate.evaluate_criteria(model, calls, require_citation=require_citation,
+            answers = iter(judge.evaluate_criteria(model, calls, require_citation=require_citation,
                                                       parallel=parallel) if calls else [])
             for row, (by, judged) in zip(group, decided):
                 record = _row_record(row, next(answers) if by == "model" else judged, by)

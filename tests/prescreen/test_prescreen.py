@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 
 from appliance.llm.fake import ScriptedModel
-from appliance.prescreen.evaluate import MAX_CRITERION_CHARS, SYSTEM, evaluate_criterion, note_evidence
+from appliance.prescreen.judge import MAX_CRITERION_CHARS, SYSTEM, evaluate_criterion, note_evidence
 from appliance.prescreen.facts import MAX_BLOCK_CHARS, build_facts
 from appliance.prescreen.run import DISCLAIMER, PrescreenError, PrescreenPatientNotFound, render_text, run_prescreen
 from appliance.prescreen.search import PROPOSE_NODE
@@ -267,7 +267,7 @@ class HostLikeModel(ScriptedModel):
 
     def generate_constrained_batch(self, jobs, *, parallel):
         from appliance.llm.batch import BatchResult
-        from appliance.prescreen.evaluate import InclusionAnswer
+        from appliance.prescreen.judge import InclusionAnswer
 
         assert parallel <= self.slots
         self.batches.append(len(jobs))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from appliance.llm.fake import ScriptedModel
-from appliance.prescreen import decide, evaluate, trialgpt
+from appliance.prescreen import decide, judge, trialgpt
 from appliance.prescreen.subject import from_note
 
 NOTE_MAN = "0. A 64-year-old man with type 2 diabetes.\n1. He takes metformin.\n2. No history of cancer."
@@ -103,7 +103,7 @@ def test_on_the_published_development_split_code_decides_the_age_and_sex_criteri
     rows = trialgpt.load_rows(trialgpt.DEFAULT_DATA)
     decided = []
     for r in rows:
-        judged = decide.decide_note(from_note(evaluate.note_evidence(r.note).text), r.criterion_text, r.criterion_type)
+        judged = decide.decide_note(from_note(judge.note_evidence(r.note).text), r.criterion_text, r.criterion_type)
         if judged is not None:
             decided.append((r, judged))
     assert len(decided) == 15

@@ -124,10 +124,10 @@ def test_the_prescreens_criterion_calls_decode_side_by_side_in_the_hosts_slots(t
     """Issue 29: through a host the prescreen fell back to one criterion call after another.
     ``evaluate_criteria(parallel=...)`` now sends them to the server's parallel slots; each call
     keeps its own answer and place, and the server was asked at most ``slots`` at a time."""
-    from appliance.prescreen import evaluate, trialgpt
+    from appliance.prescreen import judge, trialgpt
 
     rows = trialgpt.load_rows(trialgpt.DEFAULT_DATA)[40:44]
-    calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in rows]
+    calls = [judge.prepare(judge.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in rows]
     with model_server.running(tmp_path / "server.log", slots=2) as url:
         server = ServerModel(url)
         assert server.slots == 2
@@ -148,9 +148,9 @@ def test_the_prescreens_criterion_calls_decode_side_by_side_in_the_hosts_slots(t
                     in_flight[0] -= 1
 
         server._request = counted
-        single = evaluate.evaluate_criteria(server, calls, parallel=1)
+        single = judge.evaluate_criteria(server, calls, parallel=1)
         assert most[0] == 1
-        batched = evaluate.evaluate_criteria(server, calls, parallel=8)
+        batched = judge.evaluate_criteria(server, calls, parallel=8)
     assert most[0] == 2  # side by side, never more than the host's slots
     assert all(not isinstance(j, Exception) for j in single + batched), [j for j in single + batched if isinstance(j, Exception)]
     same = sum(s.model_verdict == b.model_verdict and s.cited == b.cited for s, b in zip(single, batched))

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from appliance.llm.llama import LlamaModel
-from appliance.prescreen import evaluate, trialgpt
+from appliance.prescreen import judge, trialgpt
 from common.locations import PROJECT_ROOT, models_dir
 from models.assemble import assemble_default_model
 from models.profiles import get_profile
@@ -39,7 +39,7 @@ def test_twenty_rows_on_the_real_model(tmp_path):
     for r, row in zip(rows, notes):
         assert r["predicted"] in trialgpt.CLASSES and r["model_verdict"] in trialgpt.CLASSES
         # citations are sentence numbers the note holds, checked by code
-        assert set(r["cited"]) <= evaluate.note_evidence(row.note).ids
+        assert set(r["cited"]) <= judge.note_evidence(row.note).ids
     assert trialgpt.metrics_from_run(run_dir) == out
 
 
@@ -53,9 +53,9 @@ def model() -> LlamaModel:
 def test_batched_criteria_sharing_a_patient_prefix_answer_like_single_calls(model):
     rows = trialgpt.load_rows(trialgpt.DEFAULT_DATA)[40:56]  # the end of one patient, the start of the next
     assert len({r.patient_id for r in rows}) == 2
-    calls = [evaluate.prepare(evaluate.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in rows]
-    single = evaluate.evaluate_criteria(model, calls, parallel=1)
-    batched = evaluate.evaluate_criteria(model, calls, parallel=8)
+    calls = [judge.prepare(judge.note_evidence(r.note), r.criterion_text, r.criterion_type) for r in rows]
+    single = judge.evaluate_criteria(model, calls, parallel=1)
+    batched = judge.evaluate_criteria(model, calls, parallel=8)
     assert all(not isinstance(j, Exception) for j in single + batched), [j for j in single + batched if isinstance(j, Exception)]
     same = sum(s.model_verdict == b.model_verdict and s.cited == b.cited for s, b in zip(single, batched))
     # greedy decoding of the same prompt: batched kernels may round differently, rarely enough to flip a token
