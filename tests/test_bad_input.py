@@ -8,7 +8,7 @@ import json
 import pytest
 
 from appliance.cli import main
-from mcp_servers.umls.schema import connect as umls_connect
+from mcp_servers.umls.foundation import connect as umls_connect
 
 ONE_LINE = "C0011849|ENG|P|L0011849|PF|S0013404|Y|A0013404||||MSH|MH|D003920|Diabetes Mellitus|0|N|256|\n"
 

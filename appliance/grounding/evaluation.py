@@ -89,7 +89,7 @@ def run_exact_phrase_baseline(db_path: Path, run_dir: Path, *, data: Path = DEFA
     entities the exact fast path would take if an extractor named them. Measures how many
     evaluate calls the fast path can save on these criteria whatever model extracts."""
     from mcp_servers.umls.grounding import exact_phrases
-    from mcp_servers.umls.schema import connect
+    from mcp_servers.umls.foundation import connect
     from mcp_servers.umls.store import ensure_database
 
     criteria = distinct_criteria(data)

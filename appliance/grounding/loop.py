@@ -41,7 +41,7 @@ from appliance.grounding.search import ConceptSearch, default_search
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from mcp_servers.umls.grounding import METHODS, GroundedEntity, find_span, merge, shown, try_exact
-from mcp_servers.umls.schema import norm
+from mcp_servers.umls.foundation import norm
 
 NODE_EXTRACT = "GROUNDING_EXTRACT"
 NODE_EVALUATE = "GROUNDING_EVALUATE"

@@ -40,7 +40,7 @@ class InProcessSearch:
 
     def _connection(self):
         if self._conn is None:
-            from mcp_servers.umls.schema import connect
+            from mcp_servers.umls.foundation import connect
             from mcp_servers.umls.store import ensure_database
 
             if not self.path.exists():

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from appliance.errors import ApplianceError
 from mcp_servers.knowledge import queries
-from mcp_servers.umls import schema as umls_schema
+from mcp_servers.umls import foundation as umls_foundation
 from mcp_servers.umls import search as umls_search
 from mcp_servers.knowledge.store import AmbiguousDrugName, DrugNotFound, connect
 
@@ -72,7 +72,7 @@ def synonym_from(candidates: list[dict]) -> str | None:
     """The one drug concept ``concept_search`` candidates name exactly (score 0.9 or more, a drug
     semantic type), as its preferred name; None when there is none, or several (not a guess)."""
     names = {c.get("name") for c in candidates or [] if isinstance(c, dict) and c.get("name")
-             and (c.get("score") or 0) >= SYNONYM_SCORE and c.get("tui") in umls_schema.DRUG_TUIS}
+             and (c.get("score") or 0) >= SYNONYM_SCORE and c.get("tui") in umls_foundation.DRUG_TUIS}
     return names.pop() if len(names) == 1 else None
 
 
@@ -105,13 +105,13 @@ class StoreKnowledge:
         self._conn = self._umls = None
 
     def drug_synonym(self, name: str) -> str | None:
-        if self.umls_db_path is None or not umls_schema.norm(name or ""):
+        if self.umls_db_path is None or not umls_foundation.norm(name or ""):
             return None
         if self._umls is None:
-            self._umls = umls_schema.connect(self.umls_db_path, read_only=True)
+            self._umls = umls_foundation.connect(self.umls_db_path, read_only=True)
         try:
             return synonym_from(umls_search.search(self._umls, name[:umls_search.MAX_TERM_CHARS], SYNONYM_CANDIDATES))
-        except umls_schema.UmlsError:
+        except umls_foundation.UmlsError:
             return None
 
     def drug_safety(self, name: str) -> dict | None:

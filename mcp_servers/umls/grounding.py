@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mcp_servers.umls import search as umls_search
-from mcp_servers.umls.schema import InvalidQuery, NoMatch, norm
+from mcp_servers.umls.foundation import InvalidQuery, NoMatch, norm
 
 ENTITY_TYPES = ("Condition", "Medication", "Procedure", "Lab_Value", "Demographic", "Biomarker")
 METHODS = ("exact", "model_selected", "expert_review")

@@ -42,7 +42,7 @@ from typing import Callable, Iterator
 
 from common import sqlite
 from common.sqlite import set_meta, write_transaction
-from mcp_servers.umls import schema
+from mcp_servers.umls import foundation
 from mcp_servers.umls import store
 
 KEEP_SABS = ("SNOMEDCT_US", "RXNORM", "LNC", "MSH")
@@ -55,7 +55,7 @@ ByteProgress = Callable[[int, int], None] | None
 Progress = Callable[[str], None] | None
 
 
-class UmlsImportError(schema.UmlsError):
+class UmlsImportError(foundation.UmlsError):
     """The RRF input is missing or holds nothing importable."""
 
 _SAB_RANK = {"SNOMEDCT_US": 0, "RXNORM": 1, "MSH": 2, "LNC": 3}
@@ -135,7 +135,7 @@ def _atoms(reader: _Reader, path: Path, report: UmlsImportReport) -> Iterator[tu
             report.skipped["suppressed"] += 1
         elif sab not in KEEP_SABS:
             report.skipped["other source vocabularies"] += 1
-        elif not schema.CUI_RE.match(cui):
+        elif not foundation.CUI_RE.match(cui):
             report.skipped["malformed MRCONSO lines"] += 1
         else:
             yield (cui, text, sab, tty, code, pref_rank(ts, stt, ispref, sab, tty))
@@ -159,7 +159,7 @@ def _add_curated(db) -> int:
         if not db.execute("SELECT 1 FROM atoms WHERE cui = ? LIMIT 1", [concept["cui"]]).fetchone():
             continue
         have = {r[0] for r in db.execute("SELECT norm FROM atoms WHERE cui = ?", [concept["cui"]])}
-        rows = [a for a in store.starter_atoms(concept, include_preferred=True) if schema.norm(a[1]) not in have]
+        rows = [a for a in store.starter_atoms(concept, include_preferred=True) if foundation.norm(a[1]) not in have]
         # Curated names never become the preferred name of an imported concept.
         added += store.insert_atoms(db, [(c, s, sab, tty, code, 10_000 + r) for c, s, sab, tty, code, r in rows])
     return added
@@ -197,7 +197,7 @@ def import_rrf(db_path: Path, rrf_dir: Path, progress: Progress = None, byte_pro
             raise UmlsImportError(f"{path} not found (expected a UMLS Metathesaurus META directory)")
     report = UmlsImportReport()
     reader = _Reader(mrconso.stat().st_size + mrsty.stat().st_size, progress, byte_progress)
-    with sqlite.building(db_path, schema.STORE, schema.MIGRATIONS) as db:
+    with sqlite.building(db_path, foundation.STORE, foundation.MIGRATIONS) as db:
         with write_transaction(db):
             report.previous_concepts = db.execute("SELECT COUNT(*) FROM concepts").fetchone()[0]
             store.clear_content(db)

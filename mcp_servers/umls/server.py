@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_servers.umls import grounding
 from mcp_servers.umls import lookup
-from mcp_servers.umls import schema
+from mcp_servers.umls import foundation
 from mcp_servers.umls import search as umls_search
 from mcp_servers.umls import store
 from mcp_servers.contracts import READ_ONLY, tool_error_message
@@ -62,14 +62,14 @@ def configure(db_path: Path | str | None) -> None:
 @contextmanager
 def _read() -> Iterator:
     path = _db.ready()
-    db = schema.connect(path, read_only=True)
+    db = foundation.connect(path, read_only=True)
     try:
         yield db
-    except schema.InvalidQuery as exc:
+    except foundation.InvalidQuery as exc:
         raise ToolError(tool_error_message("invalid_args", str(exc))) from None
-    except schema.ConceptNotFound as exc:
+    except foundation.ConceptNotFound as exc:
         raise ToolError(tool_error_message("not_found", f"no concept with CUI {exc} in the local UMLS cache")) from None
-    except schema.NoMatch as exc:
+    except foundation.NoMatch as exc:
         raise ToolError(tool_error_message(
             "not_found", f"no UMLS concept matches '{exc}'; try a synonym, the generic name or a broader term"
         )) from None

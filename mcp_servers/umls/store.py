@@ -1,6 +1,6 @@
 """Building the cached-UMLS concept store: the shipped starter subset and the shared content build.
 
-The store's shape is in ``umls.schema``; ``umls.search`` and ``umls.lookup`` read it, and
+The store's shape is in ``umls.foundation``; ``umls.search`` and ``umls.lookup`` read it, and
 ``umls.importer`` loads a licensed release through the same build functions as the starter subset.
 
 Invariants:
@@ -28,7 +28,7 @@ import sqlite_utils
 
 from common import sqlite
 from common.sqlite import get_meta, set_meta, write_transaction
-from mcp_servers.umls.schema import CUI_RE, MIGRATIONS, SEMANTIC_TYPES, STORE, deletions, norm
+from mcp_servers.umls.foundation import CUI_RE, MIGRATIONS, SEMANTIC_TYPES, STORE, deletions, norm
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 STARTER_FILE = DATA_DIR / "concepts.tsv"

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 from ehr_db.codes import LOINC_TESTS, RXNORM_INGREDIENTS, SNOMED_CONDITIONS
-from mcp_servers.umls.schema import norm
+from mcp_servers.umls.foundation import norm
 from mcp_servers.umls.store import read_starter
 
 CONCEPTS = read_starter()

@@ -10,7 +10,7 @@ import pytest
 from fastmcp import Client
 
 from mcp_servers.umls import server as umls
-from mcp_servers.umls.schema import connect
+from mcp_servers.umls.foundation import connect
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,7 +10,7 @@ import pytest
 from mcp_servers.umls import importer as umls_import
 from mcp_servers.umls import search as umls_search
 from mcp_servers.umls import lookup
-from mcp_servers.umls import schema
+from mcp_servers.umls import foundation
 from mcp_servers.umls import store
 from tests.umls.conftest import FIXTURES
 
@@ -28,7 +28,7 @@ def imported(tmp_path):
 
 
 def _dump(path) -> list:
-    db = schema.connect(path, read_only=True)
+    db = foundation.connect(path, read_only=True)
     try:
         return [db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in ("concepts", "semtypes", "words")] + [
             db.execute("SELECT cui, str, sab, tty, code, pref_rank FROM atoms ORDER BY cui, str, sab, tty").fetchall()]
@@ -48,7 +48,7 @@ def test_import_keeps_and_skips_the_right_rows(imported):
 
 def test_import_derives_names_and_codes(imported):
     path, _, _ = imported
-    db = schema.connect(path, read_only=True)
+    db = foundation.connect(path, read_only=True)
     rows = {r[0]: r[1:] for r in db.execute("SELECT cui, name, snomed_code, rxnorm, loinc FROM concepts")}
     # TS=P, STT=PF, ISPREF=Y wins over earlier and later rows of the same concept.
     assert rows["C0020538"] == ("Hypertensive disorder, systemic arterial (disorder)", "38341003", None, None)
@@ -63,7 +63,7 @@ def test_import_derives_names_and_codes(imported):
 
 def test_imported_database_searches_like_the_starter(imported):
     path, _, _ = imported
-    db = schema.connect(path, read_only=True)
+    db = foundation.connect(path, read_only=True)
     best = umls_search.search(db, "Paracetamol", 1)[0]
     assert (best["cui"], best["source"], best["score"]) == ("C0000970", "SNOMEDCT_US", 0.9)
     assert umls_search.search(db, "acetaminophen", 1)[0]["score"] == 1.0
@@ -100,7 +100,7 @@ def test_import_replaces_starter_content_only_when_told_to_shrink_it(tmp_path):
     store.ensure_database(path)
     with pytest.raises(umls_import.UmlsImportError, match="would replace the store's 356 concepts with 3"):
         umls_import.import_rrf(path, RRF)
-    db = schema.connect(path, read_only=True)
+    db = foundation.connect(path, read_only=True)
     assert db.execute("SELECT COUNT(*) FROM concepts").fetchone()[0] == 356  # rolled back whole
     report = umls_import.import_rrf(path, RRF, replace=True)
     assert (report.previous_concepts, report.concepts) == (356, 3)
@@ -131,7 +131,7 @@ def test_build_synthetic_goes_through_the_import(tmp_path):
     assert report.concepts == 200
     assert report.skipped["non-English"] == 20 and report.skipped["suppressed"] == 20
     assert report.skipped["other source vocabularies"] == 20
-    db = schema.connect(path, read_only=True)
+    db = foundation.connect(path, read_only=True)
     name = db.execute("SELECT name FROM concepts WHERE cui = 'C9000123'").fetchone()[0]
     results = umls_search.search(db, name, 25)
     mine = [r for r in results if r["cui"] == "C9000123"]

@@ -6,7 +6,7 @@ import pytest
 
 from common.sqlite import MIGRATIONS_TABLE
 from mcp_servers.umls import lookup
-from mcp_servers.umls import schema
+from mcp_servers.umls import foundation
 from mcp_servers.umls import search as umls_search
 from mcp_servers.umls import store
 
@@ -32,9 +32,9 @@ ANCHORS = [
 
 
 def test_blank_database_migrates_to_the_schema(tmp_path):
-    db = schema.connect(tmp_path / "blank.sqlite")
-    assert schema.migrate(db) == ["m001_initial"]
-    assert schema.migrate(db) == []
+    db = foundation.connect(tmp_path / "blank.sqlite")
+    assert foundation.migrate(db) == ["m001_initial"]
+    assert foundation.migrate(db) == []
     tables = set(db.table_names())
     assert {"concepts", "atoms", "semtypes", "words", "word_deletes", "atoms_fts", "meta", MIGRATIONS_TABLE} <= tables
     assert "snomed_code" in db["concepts"].columns_dict and "rxnorm" in db["concepts"].columns_dict
@@ -45,14 +45,14 @@ def test_ensure_database_is_idempotent(tmp_path):
     messages: list[str] = []
     store.ensure_database(path, messages.append)
     assert any("starter subset loaded" in m for m in messages)
-    db = schema.connect(path)
+    db = foundation.connect(path)
     before = db.execute("SELECT COUNT(*), MAX(id) FROM atoms").fetchone()
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
     messages.clear()
     store.ensure_database(path, messages.append)
     assert messages == ["UMLS starter subset up to date"]
-    db = schema.connect(path)
+    db = foundation.connect(path)
     assert db.execute("SELECT COUNT(*), MAX(id) FROM atoms").fetchone() == before
 
 
@@ -60,7 +60,7 @@ def test_starter_subset_is_large_and_valid():
     concepts = store.read_starter()
     assert len(concepts) >= 300
     assert len({c["cui"] for c in concepts}) == len(concepts)
-    drugs = [c for c in concepts if set(c["tuis"]) & set(schema.DRUG_TUIS)]
+    drugs = [c for c in concepts if set(c["tuis"]) & set(foundation.DRUG_TUIS)]
     assert len(drugs) >= 100 and sum(1 for d in drugs if d["rxnorm"]) >= 100
 
 
@@ -121,13 +121,13 @@ def test_baclofen_is_not_basal_cell_nevus_syndrome(db):
     # second audit (PROVENANCE.md): C0004779, once held for baclofen, is Gorlin syndrome in public
     # data; the CHV file gives baclofen C0004609
     assert umls_search.search(db, "baclofen", 1)[0]["cui"] == "C0004609"
-    with pytest.raises(schema.ConceptNotFound):
+    with pytest.raises(foundation.ConceptNotFound):
         lookup.get_concept(db, "C0004779")
 
 
 def test_urine_is_not_offered_as_urinalysis(db):
     # C0042036 is urine, the substance; the test's own CUI is not confirmed, so nothing is offered
-    with pytest.raises(schema.NoMatch):
+    with pytest.raises(foundation.NoMatch):
         umls_search.search(db, "urinalysis", 1)
 
 
@@ -203,9 +203,9 @@ def test_search_takes_a_connection_or_a_path(db, starter_db):
 
 
 def test_empty_and_unknown_terms(db):
-    with pytest.raises(schema.InvalidQuery):
+    with pytest.raises(foundation.InvalidQuery):
         umls_search.search(db, "  ?! ")
-    with pytest.raises(schema.NoMatch):
+    with pytest.raises(foundation.NoMatch):
         umls_search.search(db, "qqzzxxvv")
 
 
@@ -225,9 +225,9 @@ def test_concept_details_and_semantic_types(db):
     types = lookup.semantic_types(db, "C0020538")
     assert types["semantic_types"] == [{"tui": "T047", "name": "Disease or Syndrome"}]
     assert types["is_drug"] is False
-    with pytest.raises(schema.ConceptNotFound):
+    with pytest.raises(foundation.ConceptNotFound):
         lookup.get_concept(db, "C0000001")
-    with pytest.raises(schema.InvalidQuery):
+    with pytest.raises(foundation.InvalidQuery):
         lookup.get_concept(db, "hypertension")
 
 
