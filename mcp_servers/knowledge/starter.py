@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from mcp_servers.knowledge.schema import MIGRATIONS
+from mcp_servers.knowledge.migrations import MIGRATIONS
 from mcp_servers.knowledge.writes import origin_of, upsert_article, upsert_drug, upsert_interaction, upsert_trial
 
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -23,7 +23,7 @@ Invariants:
 - ``ensure_database`` is idempotent: a second call with unchanged shipped files only checks the
   migrations and a content hash, and changes nothing.
 
-The store's modules: ``knowledge.schema`` (migrations), ``knowledge.names`` (name keys),
+The store's modules: ``knowledge.migrations`` (migrations), ``knowledge.names`` (name keys),
 ``knowledge.writes`` (upserts), ``knowledge.starter`` (the shipped content); this one holds the
 errors, the connection and ``ensure_database``.
 """
@@ -37,7 +37,7 @@ import sqlite_utils
 
 from common import sqlite
 from common.sqlite import get_meta, set_meta, write_transaction
-from mcp_servers.knowledge.schema import MIGRATIONS, STORE
+from mcp_servers.knowledge.migrations import MIGRATIONS, STORE
 from mcp_servers.knowledge.starter import load_starter_content, starter_hash
 
 Progress = Callable[[str], None] | None

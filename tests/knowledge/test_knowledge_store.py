@@ -7,7 +7,7 @@ import re
 import sqlite3
 
 from common.sqlite import MIGRATIONS_TABLE, applied_migrations
-from mcp_servers.knowledge import schema
+from mcp_servers.knowledge import migrations
 from mcp_servers.knowledge import store
 from mcp_servers.knowledge import writes
 from mcp_servers.knowledge.names import display_name, lookup_keys, name_key, strip_salt
@@ -51,10 +51,10 @@ def test_blank_database_migrates_to_expected_schema(tmp_path):
 
 def test_m002_fills_the_ages_in_years_and_indexes_the_criteria_of_existing_trials(tmp_path):
     db = connect(tmp_path / "old.sqlite")
-    schema.m001_initial(db)
+    migrations.m001_initial(db)
     db["trials"].insert({"nct_id": "NCT00000001", "title": "Old row", "minimum_age": "6 Months", "maximum_age": "17 Years",
                          "eligibility_criteria": "Inclusion Criteria:\n* Asthma", "origin": "import"})
-    schema.m002_trial_search(db)
+    migrations.m002_trial_search(db)
     row = next(db.query("SELECT min_age_years, max_age_years FROM trials"))
     assert row == {"min_age_years": 0.5, "max_age_years": 17.0}
     hits = db.execute("SELECT rowid FROM trials_eligibility_fts WHERE trials_eligibility_fts MATCH 'asthma'").fetchall()
@@ -148,11 +148,11 @@ def test_a_database_made_before_common_sqlite_is_not_migrated_again(tmp_path):
     old.commit()
     old.close()
     db = connect(path)
-    schema.m001_initial(db)  # the schema that record stands for
+    migrations.m001_initial(db)  # the schema that record stands for
     db.close()
     ensure_database(path)
     db = connect(path, read_only=True)
-    assert applied_migrations(db, schema.STORE) == ["m001_initial", "m002_trial_search", "m003_trial_filters"]  # m001 once
+    assert applied_migrations(db, migrations.STORE) == ["m001_initial", "m002_trial_search", "m003_trial_filters"]  # m001 once
     assert "_migrations" not in db.table_names()
     assert db["drugs"].count >= 30
 
