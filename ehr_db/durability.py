@@ -1,5 +1,5 @@
 """The EHR's crash test: writer processes killed with SIGKILL at random moments, then the
-invariants checked from the database file alone (docs/design.md §13; issue 15).
+invariants checked from the database file alone (docs/design.md §13).
 
 ``crash_test(directory)`` creates an EHR database in ``directory`` and runs rounds: each round
 starts a child (``python -m ehr_db.durability DB LOG ...``) that writes through

@@ -40,7 +40,7 @@ def test_malformed_bundle_is_a_clear_error(appliance_home, capsys, tmp_path):
     assert "import" in err and "Traceback" not in err
 
 
-# -- issue 24: imports never quietly change what clinicians rely on, nor half-import a file -------
+# -- imports never quietly change what clinicians rely on, nor half-import a file -------
 def _bundle(path: Path, *resources: dict) -> Path:
     import json
 

@@ -47,7 +47,7 @@ def test_the_floors_inside_appliance_keep_the_libraries_below_the_agent_and_the_
 
 
 def test_the_appliance_root_holds_the_core_and_folders_only():
-    """Issue 27: at most 8 modules beside the sub-packages (the core: config, errors, runtime, wording)."""
+    """At most 8 modules beside the sub-packages (the core: config, errors, runtime, wording)."""
     modules = sorted(p.name for p in (ROOT / "appliance").glob("*.py") if p.name != "__init__.py")
     assert len(modules) <= 8, modules
 
@@ -89,11 +89,10 @@ def test_no_two_test_files_share_a_name():
 
 
 def test_every_appliance_variable_is_a_setting_or_in_the_one_table_and_read_in_one_place():
-    """Issue 27: ``APPLIANCE_*`` variables were read in eight modules and ``--host`` rewrote the
-    environment in the CLI. Every name in the code is now a ``Settings`` field (the agent core)
-    or in ``common.environment.VARIABLES`` (the process plumbing), and only that module (and
-    ``common.locations.scratch_home``, which restores what it sets) touches one through
-    ``os.environ`` directly."""
+    """One place reads the environment: every ``APPLIANCE_*`` name in the code is a ``Settings``
+    field (the agent core) or in ``common.environment.VARIABLES`` (the process plumbing), and
+    only that module (and ``common.locations.scratch_home``, which restores what it sets)
+    touches one through ``os.environ`` directly."""
     import re
 
     from appliance.config import Settings

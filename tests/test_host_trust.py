@@ -1,4 +1,4 @@
-"""The clinic host trusts no one it should not (issue 25), over real HTTP requests in process: the
+"""The clinic host trusts no one it should not, over real HTTP requests in process: the
 EHR server's streamable-HTTP app with the host's access middleware (``mcp_servers.access``), the
 host's safety gate (``appliance.host.serve.host_prescription_check``) and the read log; the model
 server's front (``appliance.host.model_gate``) against a stand-in upstream on a Unix socket."""
@@ -451,7 +451,7 @@ def test_a_terminal_that_goes_away_ends_its_upstream_request_at_once(tmp_path):
 
 
 def test_a_request_dropped_as_its_upstream_read_fails_leaves_no_traceback_on_the_console():
-    """Seen once in CI: the terminal left while its answer streamed, the front closed the
+    """The case: the terminal left while its answer streamed, the front closed the
     upstream connection, and the read it had just cancelled ended in ReadError instead of the
     cancellation (the stream closed under it); asyncio printed that never-retrieved error as a
     traceback on the host's console. ``_log_traceback`` is the flag asyncio prints it by."""

@@ -1,4 +1,4 @@
-"""The line session's current patient (issue 14, point 4) as a table: which patient a turn
+"""The line session's current patient as a table: which patient a turn
 settles on, how a change is announced, and what the approval prompt shows. The session itself,
 with the real MCP servers, is tests/slow/test_line_session_patient.py."""
 

@@ -1,4 +1,4 @@
-"""``appliance selftest`` (issue 15), bounded for the fast suite: no durability run and no fault
+"""``appliance selftest``, bounded for the fast suite: no durability run and no fault
 drill (they start subprocesses; tests/slow/test_selftest_command.py runs the command whole), few
 generated calls. The run
 builds and deletes its own data home and leaves the one it was given untouched."""

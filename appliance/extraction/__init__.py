@@ -1,4 +1,4 @@
-"""Protocol criteria extraction (seed 001): ``load_documents`` then ``extract_criteria``."""
+"""Protocol criteria extraction: ``load_documents`` then ``extract_criteria``."""
 
 from appliance.extraction.errors import DocumentError, ExtractionError
 from appliance.extraction.loaders import Document, Page, load_documents

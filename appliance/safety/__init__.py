@@ -1,4 +1,4 @@
-"""The medication safety gate (issue 15): code checks a prescription against the chart before
+"""The medication safety gate: code checks a prescription against the chart before
 anyone is asked to approve it.
 
 - ``check_prescription(drug, chart, knowledge) -> SafetyReport`` (``gate.py``): allergies and

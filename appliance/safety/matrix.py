@@ -10,12 +10,12 @@ interactions, one high and one moderate); "-" means no finding. They were writte
 gate's output. Info-level findings (medications the interaction data does not know, no eGFR on
 file) are checked by the unit tests instead.
 
-Rule change (issue 22): the same ingredient ordered twice is a high duplicate (a double dose),
-whatever its class; two members of a class keep the class's curated severity. Six cells changed
-from DM to DH accordingly: abc-123 metformin and lisinopril, pat-005 lisinopril, pat-006
-sertraline, pat-010 methotrexate and pat-012 donepezil (each already on that drug). Class
-duplicates (losartan with lisinopril, simvastatin with atorvastatin, sertraline with
-escitalopram) stay DM. Brand and combination names are covered by ``generated_matrix``.
+Duplicates: the same ingredient ordered twice is a high duplicate (a double dose), whatever its
+class, so a drug the patient already takes is DH (abc-123 metformin and lisinopril, pat-005
+lisinopril, pat-006 sertraline, pat-010 methotrexate, pat-012 donepezil); two members of a class
+keep the class's curated severity, so class duplicates (losartan with lisinopril, simvastatin
+with atorvastatin, sertraline with escitalopram) stay DM. Brand and combination names are
+covered by ``generated_matrix``.
 
 Invariant: ``run_matrix`` only reads the two databases it is given, with every age taken on
 ``AS_OF``; it counts, it never raises for a wrong cell.

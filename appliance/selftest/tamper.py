@@ -1,4 +1,4 @@
-"""The tamper suite (issue 24): what someone with a shell, or a bad copy, can do to the record,
+"""The tamper suite: what someone with a shell, or a bad copy, can do to the record,
 and whether `audit verify` (or a backup's check) catches it.
 
 ``run_tamper_suite(workdir)`` builds a data home in ``workdir`` (accounts and sessions databases,

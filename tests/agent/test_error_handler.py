@@ -65,7 +65,7 @@ def test_the_step_limit_holds_on_the_error_path():
     assert nxt == "SYNTHESIZE" and model.history == []
 
 
-# -- writes are never retried automatically (issue 15) -----------------------------------------
+# -- writes are never retried automatically ----------------------------------------------------
 WRITE_ARGS = {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "500 mg",
               "frequency": "twice daily", "notes": None}
 

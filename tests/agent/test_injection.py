@@ -1,4 +1,4 @@
-"""Instructions hidden in tool output (issue 15): the corpus of appliance/data/injection_cases.json
+"""Instructions hidden in tool output: the corpus of appliance/data/injection_cases.json
 run as real turns (a scripted model that obeys the injection, the three servers in process on a
 fresh data home; appliance/selftest/injection.py says what each turn checks), and the three grounding
 rules the corpus needed, each pinned on its own."""

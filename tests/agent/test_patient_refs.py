@@ -1,4 +1,4 @@
-"""Patient IDs and the answer to "which one did you mean?" (issue 14, points 1-3):
+"""Patient IDs and the answer to "which one did you mean?":
 
 - which words in a clinician's message are patient IDs (appliance/agent/patient_refs.py's rule);
 - which IDs every layer accepts (one rule: common/patient_ids.py), and that a recognised ID is

@@ -1,4 +1,4 @@
-"""What the record keeps of an approval, an override and a rejection (issue 15): TOOL_EXECUTE with
+"""What the record keeps of an approval, an override and a rejection: TOOL_EXECUTE with
 the medication safety gate and the headless approver, against the real EHR and knowledge MCP
 servers in this process (fastmcp's in-memory transport) on real SQLite files."""
 

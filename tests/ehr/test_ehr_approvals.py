@@ -1,4 +1,4 @@
-"""A write's approval in the write's own audit row (issue 15): kept with the write in one
+"""A write's approval in the write's own audit row: kept with the write in one
 transaction, not compared on a retried key, checked for shape and size, shown by ``audit show``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Idempotency keys on EHR writes (issue 15): the same key is performed once, with one audit row."""
+"""Idempotency keys on EHR writes: the same key is performed once, with one audit row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Imports never quietly change what clinicians rely on (issue 24): each case of the issue, on
+"""Imports never quietly change what clinicians rely on: each case, on
 the demo record. An identity, allergy or active-medication change stops the import before
 anything is written and lists each difference; ``accept_changes`` applies them, audited with
 before and after. Duplicate ids, impossible values and files that cannot be read in full are

@@ -1,4 +1,4 @@
-"""Patient IDs at the record (issue 14): the 'ehr' server accepts any FHIR resource id
+"""Patient IDs at the record: the 'ehr' server accepts any FHIR resource id
 (common/patient_ids.py), answers "patient_not_found" for one it does not hold and "invalid_args"
 for a malformed one, writes nothing in either case; the FHIR importer refuses a patient whose
 id no one could name."""

@@ -167,7 +167,7 @@ def test_extract_ground_attaches_each_criterions_grounding(tmp_path, capsys, app
     assert entity["text"] == "Type 2 diabetes" and entity["cui"]
 
 
-# -- bounded work (issue 24) ----------------------------------------------------------------------
+# -- bounded work -------------------------------------------------------------------------------
 def test_a_protocol_over_the_limits_is_refused_before_the_model_loads(tmp_path, capsys):
     protocol = tmp_path / "long.txt"
     protocol.write_text("\f".join(f"Page {n}. Inclusion Criteria: adults." for n in range(400)))

@@ -280,8 +280,8 @@ class HostLikeModel(ScriptedModel):
 
 
 def test_on_a_host_the_criteria_the_model_judges_go_side_by_side_in_its_slots(tools):
-    """Issue 29: through a clinic host the prescreen asked one criterion at a time. With a
-    model that has slots, the criteria code does not decide go in groups of that many, in the
+    """Through a clinic host, with a model that has slots, the criteria code does not decide
+    go to the model in groups of that many, in the
     trial's order, with the same judgements a single-call model gets."""
     replies = {INC: [inc("unknown", ()), inc("unknown", ())], EXC: [exc("unknown", ()), exc("unknown", ())]}
     said: list[str] = []

@@ -1,4 +1,4 @@
-"""The generated safety matrix (issue 22): every brand and combination name of the bundled
+"""The generated safety matrix: every brand and combination name of the bundled
 dictionary and the overlay whose ingredients fall in an allergy class or an interaction rule,
 against the demo patients with that allergy or medication: no miss, no false clear."""
 

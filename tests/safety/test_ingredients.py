@@ -1,4 +1,4 @@
-"""One resolution of a drug name to its ingredients (issue 22), and the gate reading brands,
+"""One resolution of a drug name to its ingredients, and the gate reading brands,
 combinations and synonyms through it: the six brand names written headless before, each with the
 finding a pharmacist would give, on the real demo charts and the real knowledge database."""
 
@@ -128,7 +128,7 @@ def test_the_tool_lookup_gives_the_same_synonyms_as_the_store(data_home, umls_kn
     assert ToolBoxKnowledge(Broken(), 1.0).drug_synonym("MS Contin") is None  # unknown, never a crash
 
 
-# -- the six brand names written headless before (issue 22) -----------------------------------
+# -- the six brand names once written headless with no finding --------------------------------
 @pytest.mark.parametrize("drug, patient, kind, words", [
     ("Zosyn", "pat-006", "allergy", "penicillins"),  # penicillin anaphylaxis: piperacillin/tazobactam
     ("Excedrin", "pat-012", "allergy", "aspirin"),  # aspirin allergy

@@ -1,4 +1,4 @@
-"""The prescriptions seen written headless with no finding a pharmacist would accept (issue 22),
+"""The prescriptions seen written headless with no finding a pharmacist would accept,
 through the gate as the agent runs it (drug, dosage and frequency as the order parser reads
 them from the clinician's words), on the real demo charts and the real local drug data: each
 is refused headless, with the finding a pharmacist would give."""

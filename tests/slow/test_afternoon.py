@@ -1,5 +1,5 @@
-"""A clinician's afternoon replayed on the shipped model, in the terminal and in the line session
-(issue 26): sign in, open a patient by name, ask, prescribe with approval, switch patient,
+"""A clinician's afternoon replayed on the shipped model, in the terminal and in the line session:
+sign in, open a patient by name, ask, prescribe with approval, switch patient,
 prescreen, cancel an answer, lock and unlock, quit, and resume. Real model, real MCP servers over
 stdio, the demo record; the terminal through Textual's Pilot, the line session in a pseudo-terminal."""
 

@@ -1,4 +1,4 @@
-"""Bad input by the thousand (issue 15): ``--bad-input-calls`` (default 10,000) generated calls
+"""Bad input by the thousand: ``--bad-input-calls`` (default 10,000) generated calls
 spread over every tool of the three MCP servers, in process against a real data home, with the
 checks of tests/properties/tool_calls.py; then the count per tool and in total is printed and
 required. The fast suite runs the same property with fewer calls (tests/properties)."""

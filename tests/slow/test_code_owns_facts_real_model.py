@@ -1,11 +1,11 @@
 """Code owns the facts it can read, on the shipped model (the real llama.cpp runtime with the
 embedded 270M model, the real MCP servers over stdio, a fresh data home):
-- prescriptions (issue 22): with a patient open, an order typed the way clinicians type it
+- prescriptions: with a patient open, an order typed the way clinicians type it
   reaches the approval step in one turn with that patient and the clinician's drug, dose and
   frequency, whatever the model writes as arguments, and the gate's findings travel with it
   (pat-006's penicillin anaphylaxis leads); the approver records what it was shown and rejects,
   so nothing is written;
-- chart questions (issue 23): answered with the chart's facts and no others."""
+- chart questions: answered with the chart's facts and no others."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_the_penicillin_anaphylaxis_leads_for_pat_006(agent_parts):
     assert (first.severity, first.kind) == ("high", "allergy") and "Penicillin" in first.text
 
 
-# Issue 23: chart questions on the shipped model answer with the chart's facts and no others.
+# Chart questions on the shipped model answer with the chart's facts and no others.
 # (open patient, question, words the answer must hold: the chart's own facts)
 CHART_QUESTIONS = (
     ("pat-006", "any allergies?", ("Penicillin", "Anaphylaxis")),

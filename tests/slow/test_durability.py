@@ -1,4 +1,4 @@
-"""Durability of EHR writes under SIGKILL (issue 15): writer processes killed at random moments
+"""Durability of EHR writes under SIGKILL: writer processes killed at random moments
 during over 1,000 writes, then the invariants checked from the database file alone
 (``ehr_db.durability``; ``appliance selftest`` runs the same function)."""
 

@@ -47,7 +47,7 @@ def test_the_demo_notice_and_the_chart_reminder_in_the_line_session(tmp_path):
 @pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_an_order_reaches_the_approval_prompt_on_the_real_model(tmp_path):
-    """Issue 22 on the shipped model, in the line session: pat-006 made current, the order typed
+    """A prescription typed in clinical words on the shipped model, in the line session: pat-006 made current, the order typed
     as a clinician types it; the prompt names that patient and the clinician's drug, dose and
     frequency, with the penicillin anaphylaxis first among the findings. Answered no: nothing
     is written, and the findings are printed again with the answer."""

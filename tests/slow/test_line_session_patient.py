@@ -1,4 +1,4 @@
-"""The line session's current patient (issue 14) as a clinician meets it: `appliance session`
+"""The line session's current patient as a clinician meets it: `appliance session`
 with a scripted model, the real MCP servers over stdio and the demo record, driven through
 standard input. A unique search makes the patient current, "her chart" and "a penicillin
 allergy for her" then need no ID, the approval names the patient, several matches clear the

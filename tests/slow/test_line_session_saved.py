@@ -1,4 +1,4 @@
-"""The line session's saved conversation and lock (issue 26), driven through standard input with a
+"""The line session's saved conversation and lock, driven through standard input with a
 scripted model and the real servers: every exchange is saved in the terminal's sessions store,
 `--resume` shows it again with its patient confirmed and its exchanges as context, `/lock` takes
 the signed-in clinician's password only and warns before the account locks, end of input at the

@@ -1,4 +1,4 @@
-"""Faults of the real MCP server processes during real turns (issue 15): a server that crashes,
+"""Faults of the real MCP server processes during real turns: a server that crashes,
 hangs past its deadline or answers garbage. The turn completes with the clinician-facing error
 template, the error handler's retry and skip rules apply, the server the client gave up on is
 stopped at once, and the next call runs on a new server.

@@ -121,8 +121,8 @@ def test_a_call_waiting_behind_another_terminal_is_cancelled_at_once(keyed):
 
 @pytest.mark.timeout(600)
 def test_the_prescreens_criterion_calls_decode_side_by_side_in_the_hosts_slots(tmp_path):
-    """Issue 29: through a host the prescreen fell back to one criterion call after another.
-    ``evaluate_criteria(parallel=...)`` now sends them to the server's parallel slots; each call
+    """The prescreen through a host: ``evaluate_criteria(parallel=...)`` sends the criterion
+    calls to the server's parallel slots; each call
     keeps its own answer and place, and the server was asked at most ``slots`` at a time."""
     from appliance.prescreen import judge, trialgpt
 

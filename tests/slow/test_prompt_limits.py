@@ -1,4 +1,4 @@
-"""The prompt on the real small model (issue 15): turn markers in untrusted text stay text, and
+"""The prompt on the real small model: turn markers in untrusted text stay text, and
 a prompt too long for the context is fitted by rule (earlier exchanges first, then long
 results, never the question) or refused clearly, after which the next call works."""
 

@@ -114,7 +114,7 @@ async def test_writes_reach_the_real_ehr_only_after_approve(home):
 
 @pytest.mark.heavy
 async def test_an_order_with_a_patient_open_reaches_the_approval_dialog_on_the_real_model(home):
-    """Issue 22 on the shipped model: pat-006 open, the order typed as a clinician types it; the
+    """A prescription typed in clinical words on the shipped model: pat-006 open, the order typed as a clinician types it; the
     dialog opens in one turn with that patient and the clinician's drug, dose and frequency, and
     leads with the penicillin anaphylaxis. Rejected: nothing is written."""
     app = ClinicApp(Settings(n_threads=2), sessions_path=home / "sessions.sqlite", cursor_blink=False,

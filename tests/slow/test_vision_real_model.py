@@ -77,7 +77,7 @@ def test_a_projector_in_place_gives_findings_in_process_and_the_model_stays_usab
 
 @pytest.mark.heavy
 def test_images_through_a_clinic_host_with_and_without_a_projector(tmp_path):
-    """Issue 29: images were unavailable through a host. ``appliance serve`` passes the profile's
+    """Images through a host: ``appliance serve`` passes the profile's
     projector to llama-server (``--mmproj``); the terminal's ``ServerModel`` reads from /props
     that the host takes images and runs the same image prompt and walk as in process, the image
     sent with each of its requests. A host without a projector says so."""

@@ -1,11 +1,11 @@
-"""Issue 15: one approved write must never become two rows.
+"""One approved write must never become two rows.
 
-The defect, as reproduced on the client before the fix: a write timed out (the EHR database
-lock held by another connection past the deadline, or the server SIGSTOPped), the client
-dropped that server without stopping it and retried on a new one; when the lock was released
-(or the server resumed) the abandoned server committed too: 2 rows and 2 audit rows. Now the
-client kills a server it gives up on and waits for it before starting another, the agent never
-retries a write, and a resent request with the same idempotency key is performed once.
+The case reproduced: a write timed out (the EHR database lock held by another connection past
+the deadline, or the server SIGSTOPped), the client dropped that server without stopping it and
+retried on a new one; when the lock was released (or the server resumed) the abandoned server
+committed too: 2 rows and 2 audit rows. The client kills a server it gives up on and waits for
+it before starting another, the agent never retries a write, and a resent request with the same
+idempotency key is performed once.
 """
 
 from __future__ import annotations
