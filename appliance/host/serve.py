@@ -134,7 +134,7 @@ def host_prescription_check(knowledge_db: Path):
     from appliance.accounts.reauthenticate import reauthenticate
     from appliance.safety import Override, OverridePolicy, StoreKnowledge, check_prescription, decide
     from appliance.safety.chart_gate import not_run
-    from mcp_servers.ehr.server import PrescriptionRefused
+    from mcp_servers.ehr.host_gate import PrescriptionRefused
 
     policy = OverridePolicy.from_settings()
     how = "approve it again as an override, with a reason of real words and your password"

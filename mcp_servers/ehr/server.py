@@ -22,7 +22,7 @@ Invariants:
 - The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
   ``common.locations.ehr_db_path()``); the schema is migrated at the first tool call, once per
   process. A server given no path reports the record not set up.
-- Writes and reads are attributed per request (``_caller``). Over streamable HTTP with
+- Writes and reads are attributed per request (``callers.caller``). Over streamable HTTP with
   terminal tokens (``mcp_servers.access``) the author is the token's account, whatever any
   header says. On a loopback HTTP server with no token issued it is the request's
   ``X-Appliance-User`` header (percent-encoded UTF-8, sent by ``appliance.tools.mcp_client``
@@ -41,6 +41,10 @@ Invariants:
   search as the patients it listed, never its text) before its answer is returned: a read
   that cannot be logged is not answered.
 
+This module declares the tools; its parts: ``callers`` (who calls, the approval kept),
+``faults`` (failures as contract ToolErrors), ``host_gate`` (the host's safety gate before a
+prescribing write), ``order_tools`` (the order changes).
+
 Run: ``python -m mcp_servers.ehr [--db PATH] [--http HOST:PORT]`` (stdio by default).
 """
 
@@ -50,36 +54,29 @@ import logging
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from fastmcp.server.dependencies import get_access_token, get_http_request
 from pydantic import Field
 
-from common.operator import operator_name
 from common.sqlite import DatabaseCorrupt
-from ehr_db.errors import AmbiguousOrder, DatabaseNotReady, EhrError, InvalidField, OrderNotFound, PatientNotFound
+from ehr_db.errors import DatabaseNotReady, EhrError
 from ehr_db.name_match import closest_sentence
 from ehr_db.repository import EhrRepository
-from mcp_servers.serving import ArgumentErrors, serve
 from mcp_servers.contracts import (
-    AUDIT_EVENT_TOOL, ApprovalArg, ApprovalRecord, AuditEventKind, IdempotencyKey, Name, PatientId,
-    RejectionDetails, ShortText,
-    tool_error_message,
+    AUDIT_EVENT_TOOL, ApprovalArg, AuditEventKind, IdempotencyKey, Name, OrderAction, PatientId,
+    RejectionDetails, ShortText, SigArg, tool_error_message,
 )
-from mcp_servers.contracts import OrderAction, SigArg
-from mcp_servers.ehr import order_tools
+from mcp_servers.ehr import callers, order_tools
+from mcp_servers.ehr.callers import Caller
+from mcp_servers.ehr.faults import as_tool_errors, sqlite_fault
+from mcp_servers.ehr.host_gate import PrescriptionCheck, check_prescription, override_password
+from mcp_servers.serving import ArgumentErrors, serve
 
 log = logging.getLogger("mcp_servers.ehr.server")
 
-USER_HEADER = "X-Appliance-User"
-MAX_AUTHOR_CHARS = 200
 READ = {"readOnlyHint": True, "openWorldHint": False}
 WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 
@@ -119,29 +116,6 @@ def _repository() -> EhrRepository:
         return _repo
 
 
-class PrescriptionRefused(Exception):
-    """The host's safety gate refused a prescription; the message says why, ``safety`` is the
-    report's audit entry."""
-
-    def __init__(self, message: str, safety: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.safety = safety
-
-
-@dataclass(frozen=True)
-class Reauthentication:
-    """The account an override must open and the password sent with it (None: none sent)."""
-
-    account: str
-    password: str | None = field(default=None, repr=False)
-
-
-# (prescription: patient_id, medication_name, dosage, frequency; the patient's chart; the
-# approval as the request sent it, or None; the override's password given again) ->
-# {"decision": "approval" | "override", "safety": the report's audit entry}; raises
-# PrescriptionRefused. Set by the host (``appliance serve``).
-PrescriptionCheck = Callable[[dict[str, str], dict[str, Any], dict[str, Any] | None, Reauthentication],
-                             dict[str, Any]]
 _prescription_check: PrescriptionCheck | None = None
 
 
@@ -152,128 +126,8 @@ def set_prescription_check(check: PrescriptionCheck | None) -> None:
     _prescription_check = check
 
 
-@dataclass(frozen=True)
-class Caller:
-    author: str  # who the record names
-    terminal: str | None  # the token's terminal (over HTTP with terminal tokens); None otherwise
-
-    @property
-    def bound(self) -> bool:
-        """The author is a terminal token's account, not a claim: the server's rules apply."""
-        return self.terminal is not None
-
-
-def _caller() -> Caller:
-    """Who is calling: over HTTP with terminal tokens, the token's account (whatever headers
-    say); over HTTP on loopback without tokens, the request's user header; else this process's
-    user."""
-    token = get_access_token()
-    if token is not None and token.subject:
-        return Caller(token.subject, token.client_id)
-    try:
-        raw = get_http_request().headers.get(USER_HEADER, "")
-    except RuntimeError:  # stdio or in memory: no HTTP request behind this call
-        raw = ""
-    user = " ".join(unquote(raw, errors="replace").split())[:MAX_AUTHOR_CHARS]
-    return Caller(user if user and user.isprintable() else operator_name(), None)
-
-
-def _approval(approval: ApprovalRecord | None, caller: Caller) -> dict[str, Any] | None:
-    """The approval as the record takes it (it checks the shape again, and the size). From a
-    terminal token it is required and its clinician is the token's account, whatever the
-    request named."""
-    if approval is None:
-        if caller.bound:
-            raise ToolError(tool_error_message("invalid_args", "A write through the clinic host needs the "
-                                               "clinician's approval (approval)." + NOT_CHANGED))
-        return None
-    kept = approval.model_dump(exclude={"password"})
-    if caller.bound:
-        kept["clinician"] = caller.author
-    return kept
-
-
 def _log_read(caller: Caller, tool: str, patient_ids: list[str | None], matches: int | None = None) -> None:
     _repository().log_read(caller.author, tool, patient_ids, terminal=caller.terminal, matches=matches)
-
-
-NOT_CHANGED = " The record was not changed."
-# SQLite result codes (``sqlite_errorname``, extended codes by prefix) that no retry can fix.
-PERMANENT_SQLITE = {
-    "SQLITE_CORRUPT": "is damaged", "SQLITE_NOTADB": "is damaged", "SQLITE_READONLY": "is read-only",
-    "SQLITE_CANTOPEN": "cannot be opened", "SQLITE_PERM": "cannot be opened", "SQLITE_FULL": "has no disk space left",
-    "SQLITE_IOERR": "cannot be read from disk",
-}
-_TRANSIENT_SQLITE = ("SQLITE_BUSY", "SQLITE_LOCKED")
-
-
-def _sqlite_fault(exc: sqlite3.Error) -> str | None:
-    """'busy', a permanent fault's wording (``PERMANENT_SQLITE``), or None for anything else."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc).lower()
-    if name.startswith(_TRANSIENT_SQLITE) or "locked" in text or "busy" in text:
-        return "busy"
-    for code, wording in PERMANENT_SQLITE.items():
-        if name == code or name.startswith(code + "_"):
-            return wording
-    for words, wording in (("readonly", "is read-only"), ("malformed", "is damaged"),
-                           ("not a database", "is damaged"), ("unable to open", "cannot be opened"),
-                           ("disk is full", "has no disk space left"), ("disk i/o", "cannot be read from disk")):
-        if words in text:
-            return wording
-    return None
-
-
-def _permanent(tool: str, wording: str, write: bool,
-               remedy: str = "An administrator must repair it or restore it from a backup.") -> ToolError:
-    log.error("%s: permanent fault: the database %s", tool, wording)
-    text = f"The health record cannot be used: its database {wording}. {remedy}"
-    return ToolError(tool_error_message("permanent_failure", text + (NOT_CHANGED if write else "")))
-
-
-@contextmanager
-def _edge(tool: str, *, write: bool = False) -> Iterator[None]:
-    """Convert repository and database failures into contract ToolErrors: expected ones by
-    kind, faults that retrying cannot fix as ``permanent_failure``; a failed write always says
-    the record was not changed (its transaction rolled back)."""
-    try:
-        yield
-    except PatientNotFound as exc:
-        log.info("%s: patient not found", tool)
-        raise ToolError(tool_error_message(
-            "patient_not_found", f"No patient with ID '{exc.patient_id}' is in the health record."
-        )) from None
-    except OrderNotFound as exc:
-        log.info("%s: no matching order", tool)
-        raise ToolError(tool_error_message("not_found", order_tools.not_found_text(exc) + NOT_CHANGED)) from None
-    except AmbiguousOrder as exc:
-        log.info("%s: several matching orders", tool)
-        raise ToolError(tool_error_message("ambiguous_drug_name", order_tools.ambiguous_text(exc) + NOT_CHANGED)) \
-            from None
-    except InvalidField as exc:
-        log.info("%s: rejected field %s", tool, exc.field)
-        raise ToolError(tool_error_message("invalid_args", f"{exc.field} {exc.reason}")) from None
-    except DatabaseNotReady:
-        raise _permanent(tool, "is not set up", write, "An administrator must run 'appliance init'.") from None
-    except DatabaseCorrupt:
-        raise _permanent(tool, "is damaged", write) from None
-    except EhrError:
-        log.warning("%s: record error", tool)
-        raise ToolError(tool_error_message("server_error", "The health record rejected the request."
-                                           + (NOT_CHANGED if write else ""))) from None
-    except sqlite3.Error as exc:
-        fault = _sqlite_fault(exc)
-        if fault == "busy":
-            log.warning("%s: database busy", tool)
-            raise ToolError(tool_error_message(
-                "service_unavailable", "The health record is busy; try again." + (NOT_CHANGED if write else "")
-            )) from None
-        if fault is not None:
-            raise _permanent(tool, fault, write) from None
-        log.warning("%s: database error", tool)
-        text = "The health record could not be written to." + NOT_CHANGED if write else \
-            "The health record could not be read."
-        raise ToolError(tool_error_message("server_error", text)) from None
 
 
 @mcp.tool(annotations={"title": "Patient Search", **READ})
@@ -283,8 +137,8 @@ def search_patient(name: Name) -> dict[str, Any]:
     birth_date, sex and mrn, plus total_matches. Use the patient_id with get_patient_chart;
     when several patients match, ask the clinician which one is meant. With no exact match the
     error names the closest names in the record: ask the clinician, never pick one."""
-    caller = _caller()
-    with _edge("search_patient"):
+    caller = callers.caller()
+    with as_tool_errors("search_patient"):
         result = _repository().search_patient(name)
         _log_read(caller, "search_patient", [m["patient_id"] for m in result["matches"]],
                   matches=result["total_matches"])
@@ -302,8 +156,8 @@ def get_patient_chart(patient_id: PatientId) -> dict[str, Any]:
     """Read one patient's chart by patient ID (not by name): demographics, active problems
     (SNOMED CT), current medications (RxNorm), allergies, latest labs and vitals with units,
     reference ranges and H/L/N flags, and the most recent clinical notes."""
-    caller = _caller()
-    with _edge("get_patient_chart"):
+    caller = callers.caller()
+    with as_tool_errors("get_patient_chart"):
         chart = _repository().get_patient_chart(patient_id)
         _log_read(caller, "get_patient_chart", [chart["patient"]["patient_id"]])
     log.info("get_patient_chart: ok")
@@ -324,14 +178,14 @@ def prescribe_medication(
     """Create a new active medication order for a patient. dosage needs a number and a unit
     ("500 mg", "10 mg/kg", "1 tablet"); frequency like "once daily", "BID", "every 8 hours",
     "q6h" or "PRN"; notes may be null. Returns the new order's id."""
-    caller = _caller()
+    caller = callers.caller()
     author = caller.author
-    kept = _approval(approval, caller)
-    with _edge("prescribe_medication", write=True):
+    kept = callers.kept_approval(approval, caller)
+    with as_tool_errors("prescribe_medication", write=True):
         if _prescription_check is not None:
-            kept = _host_gate(caller, kept, {"patient_id": patient_id, "medication_name": medication_name,
+            kept = check_prescription(_prescription_check, _repository(), caller, kept, {"patient_id": patient_id, "medication_name": medication_name,
                                              "dosage": dosage, "frequency": frequency, "notes": notes},
-                              approval.password.get_secret_value() if approval and approval.password else None)
+                              override_password(approval))
         new_id = _repository().prescribe_medication(
             patient_id, medication_name, dosage, frequency, notes, author=author, idempotency_key=idempotency_key,
             approval=kept, sig=sig.model_dump() if sig is not None else None,
@@ -362,13 +216,13 @@ def change_medication_order(
     """Change the dose or frequency of a medication the patient takes: the active order of
     medication_name is replaced by a new one linked to it (null dosage or frequency keeps the
     order's own). reason may be null. Returns the new order's id and the id it replaced."""
-    caller = _caller()
-    kept = _approval(approval, caller)
-    with _edge("change_medication_order", write=True):
+    caller = callers.caller()
+    kept = callers.kept_approval(approval, caller)
+    with as_tool_errors("change_medication_order", write=True):
         old = order_tools.order_for(_repository(), patient_id, medication_name, "change")
         if _prescription_check is not None:
-            kept = _host_gate(caller, kept, order_tools.as_prescription(old, patient_id, dosage, frequency),
-                              _password(approval), tool="change_medication_order", without=old["id"])
+            kept = check_prescription(_prescription_check, _repository(), caller, kept, order_tools.as_prescription(old, patient_id, dosage, frequency),
+                              override_password(approval), tool="change_medication_order", without=old["id"])
         result = order_tools.change(_repository(), "change_medication_order", patient_id, medication_name,
                                     "change", caller.author, dosage=dosage, frequency=frequency, reason=reason,
                                     order_id=old["id"], sig=sig, idempotency_key=idempotency_key, approval=kept)
@@ -388,13 +242,13 @@ def update_medication_status(
     """Stop (discontinue), hold, resume or renew the patient's order of medication_name. stop
     and hold apply to an active order, resume to a held one; renew writes a new active order
     like the current one, linked to it. reason may be null. Returns the order's id and status."""
-    caller = _caller()
-    kept = _approval(approval, caller)
-    with _edge("update_medication_status", write=True):
+    caller = callers.caller()
+    kept = callers.kept_approval(approval, caller)
+    with as_tool_errors("update_medication_status", write=True):
         old = order_tools.order_for(_repository(), patient_id, medication_name, action)
         if _prescription_check is not None and action in order_tools.ACTIVATING:
-            kept = _host_gate(caller, kept, order_tools.as_prescription(old, patient_id, None, None),
-                              _password(approval), tool="update_medication_status", without=old["id"])
+            kept = check_prescription(_prescription_check, _repository(), caller, kept, order_tools.as_prescription(old, patient_id, None, None),
+                              override_password(approval), tool="update_medication_status", without=old["id"])
         result = order_tools.change(_repository(), "update_medication_status", patient_id, medication_name,
                                     action, caller.author, reason=reason, order_id=old["id"],
                                     idempotency_key=idempotency_key, approval=kept)
@@ -414,10 +268,10 @@ def add_allergy(
     """Record an allergy or adverse reaction in a patient's record: the substance, the
     reaction seen, and severity (mild, moderate, severe, or null when unknown). Returns the
     new allergy record's id."""
-    caller = _caller()
+    caller = callers.caller()
     author = caller.author
-    kept = _approval(approval, caller)
-    with _edge("add_allergy", write=True):
+    kept = callers.kept_approval(approval, caller)
+    with as_tool_errors("add_allergy", write=True):
         new_id = _repository().add_allergy(patient_id, substance, reaction, severity, author=author,
                                            idempotency_key=idempotency_key, approval=kept)
     log.info("add_allergy: created")
@@ -441,10 +295,10 @@ def save_clinical_note(
 ) -> dict[str, Any]:
     """Save a clinical note to a patient's record (progress, consult, procedure, discharge,
     telephone or other). Returns the new note's id."""
-    caller = _caller()
+    caller = callers.caller()
     author = caller.author
-    kept = _approval(approval, caller)
-    with _edge("save_clinical_note", write=True):
+    kept = callers.kept_approval(approval, caller)
+    with as_tool_errors("save_clinical_note", write=True):
         new_id = _repository().save_clinical_note(patient_id, note_type, note_text, author=author,
                                                   idempotency_key=idempotency_key, approval=kept)
     log.info("save_clinical_note: created")
@@ -463,44 +317,14 @@ def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, detai
     """Append a rejected write (the clinician refused it) to the record's hash-chained audit
     log, attributed to the caller. details: a JSON object of what was decided (tool, clinician,
     reason, safety). Returns the event's sequence number."""
-    caller = _caller()
+    caller = callers.caller()
     kept = {**details.model_dump(), "recorded_by": "terminal"}  # never the record's own wording
     if caller.bound:  # the rejecting clinician is the token's account, whatever the request named
         kept["clinician"] = caller.author
-    with _edge(AUDIT_EVENT_TOOL, write=True):
+    with as_tool_errors(AUDIT_EVENT_TOOL, write=True):
         seq = _repository().record_event(kind, patient_id, caller.author, kept)
     log.info("%s: recorded %s", AUDIT_EVENT_TOOL, kind)
     return {"seq": seq, "kind": kind}
-
-
-def _host_gate(caller: Caller, kept: dict[str, Any] | None, prescription: dict[str, str],
-               password: str | None = None, *, tool: str = "prescribe_medication",
-               without: str | None = None) -> dict[str, Any]:
-    """The host's safety gate over the patient's chart (read here, not logged as a clinician's
-    read): the approval to keep, with the host's report; a refusal is recorded as a rejection
-    and raised as ``rejected_by_user`` with the gate's reason. An override's password given
-    again goes to the check with the account it must open (the token's), and no further."""
-    # ``without``: the id of the order a change replaces, left out of the chart checked (it is
-    # no duplicate of its own change).
-    repo = _repository()
-    chart = order_tools.chart_without(repo.get_patient_chart(prescription["patient_id"]), without)
-    account = caller.author if caller.bound else ((kept or {}).get("clinician") or caller.author)
-    try:
-        decided = _prescription_check(prescription, chart, kept, Reauthentication(account, password))
-    except PrescriptionRefused as exc:
-        log.info("%s: refused by the host's safety gate", tool)
-        repo.record_event("rejection", chart["patient"]["patient_id"], caller.author, {
-            "tool": tool, "clinician": caller.author, "reason": str(exc)[:2000],
-            "decided_by": "the clinic host's safety gate", "safety": exc.safety})
-        raise ToolError(tool_error_message("rejected_by_user", str(exc) + NOT_CHANGED)) from None
-    clinician = (kept or {}).get("clinician") or caller.author
-    return {"decision": decided["decision"], "clinician": clinician, "safety": decided["safety"]}
-
-
-def _password(approval: ApprovalRecord | None) -> str | None:
-    """An override's password given again with the approval, for the host's check."""
-    secret = getattr(approval, "password", None) if approval is not None else None
-    return secret.get_secret_value() if secret is not None else None
 
 
 def _startup_check() -> None:
@@ -513,7 +337,7 @@ def _startup_check() -> None:
     except (EhrError, DatabaseCorrupt) as exc:
         print(f"ehr server: {exc}", file=sys.stderr, flush=True)
     except sqlite3.Error as exc:
-        print(f"ehr server: the health record database {_sqlite_fault(exc) or 'cannot be used'}", file=sys.stderr,
+        print(f"ehr server: the health record database {sqlite_fault(exc) or 'cannot be used'}", file=sys.stderr,
               flush=True)
 
 

@@ -14,6 +14,7 @@ from fastmcp.exceptions import ToolError
 
 from mcp_servers.contracts import parse_tool_error
 from mcp_servers.ehr import server as ehr
+from mcp_servers.ehr.host_gate import PrescriptionRefused
 
 CHANGE, STATUS = "change_medication_order", "update_medication_status"
 
@@ -132,7 +133,7 @@ def checked(server):
     def check(prescription, chart, approval, reauthentication=None):
         seen.append((prescription, chart))
         if prescription["dosage"] == "3000 mg":
-            raise ehr.PrescriptionRefused("above the maximum daily dose", {"findings": []})
+            raise PrescriptionRefused("above the maximum daily dose", {"findings": []})
         return {"decision": "approval", "safety": {"findings": []}}
 
     ehr.set_prescription_check(check)
