@@ -134,7 +134,8 @@ def _result(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
     state = _state(case, drugs, task_summary=TASK_SUMMARY, tool_results=(_finished(case),))
     out, error, seconds = _timed(lambda: result_classify.run(state, model)[1])
     got = (out or {}).get("model_said") or (out or {}).get("quality")
-    return _record(case.result["quality"], got, got == case.result["quality"], error, seconds)
+    by = "code" if (out or {}).get("by") == "code" else "model"  # a result code reads is labelled by code
+    return _record(case.result["quality"], got, got == case.result["quality"], error, seconds, by)
 
 
 def _retry(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
