@@ -23,7 +23,8 @@ Invariants:
   what a repeated key is compared on, so a retried write is still recognised.
 - Each call opens its own connection (``common.sqlite``: WAL, busy timeout, foreign keys on),
   so one repository may be used from many threads.
-- Charts are read in one snapshot, so a concurrent write is seen whole or not at all.
+- Charts are read in one snapshot (what a chart holds: ``ehr_db.chart``), so a concurrent write
+  is seen whole or not at all.
 """
 
 from __future__ import annotations
@@ -41,14 +42,12 @@ from sqlite_utils import Database
 from common.sqlite import now_iso, opened, read_snapshot, write_transaction
 from ehr_db import audit as audit_chain
 from ehr_db import custody, heads, name_match, order_changes, validation
+from ehr_db.chart import read_chart
 from ehr_db.codes import rxnorm_for
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.migrations import migrate
 
 MAX_SEARCH_RESULTS = 20
-RECENT_NOTES = 3
-NOTE_PREVIEW_CHARS = 600
-MAX_RESULT_CODES = 20  # distinct lab (or vital) codes shown in a chart
 
 
 def fold(text: str) -> str:
@@ -85,30 +84,6 @@ def _is_patient_name(value: str, given: str, family: str) -> bool:
     folded = fold(value)
     parts = {fold(given), fold(family), fold(f"{given} {family}"), fold(f"{family} {given}")}
     return bool(folded) and folded in parts - {""}
-
-
-def _age(birth_date: str | None, today: date) -> int | None:
-    try:
-        born = date.fromisoformat((birth_date or "")[:10])
-    except ValueError:
-        return None
-    return today.year - born.year - ((today.month, today.day) < (born.month, born.day))
-
-
-def _number(value: float | None) -> float | int | None:
-    if value is None:
-        return None
-    return int(value) if float(value).is_integer() else value
-
-
-def _range_text(low: float | None, high: float | None) -> str | None:
-    if low is not None and high is not None:
-        return f"{_number(low)}-{_number(high)}"
-    if high is not None:
-        return f"<={_number(high)}"
-    if low is not None:
-        return f">={_number(low)}"
-    return None
 
 
 class EhrRepository:
@@ -169,112 +144,10 @@ class EhrRepository:
         return {"matches": matches, "total_matches": total}
 
     def get_patient_chart(self, patient_id: str, today: date | None = None) -> dict[str, Any]:
-        """Demographics, active problems, medications, allergies, latest labs and vitals
-        (units, reference ranges, H/L/N flags) and the most recent notes."""
+        """The patient's chart (``ehr_db.chart.read_chart``), read in one snapshot."""
         pid = validation.patient_id(patient_id)
-        today = today or datetime.now(timezone.utc).date()
         with self._open() as db, read_snapshot(db):
-            rows = list(db.query("SELECT * FROM patients WHERE id = ?", [pid]))
-            if not rows:
-                raise PatientNotFound(pid)
-            p = rows[0]
-            chart = {
-                "patient": {
-                    "patient_id": p["id"],
-                    "name": f"{p['given']} {p['family']}".strip(),
-                    "birth_date": p["birth_date"],
-                    "age": _age(p["birth_date"], today),
-                    "sex": p["sex"],
-                    "mrn": p["mrn"],
-                    "deceased_date": p["deceased_date"],
-                },
-                "synthetic_demo_record": p["source"] == "demo",
-                "active_problems": self._problems(db, pid),
-                "medications": self._medications(db, pid),
-                "past_medications": order_changes.past_orders(db, pid),
-                "allergies": self._allergies(db, pid),
-                "labs": self._results(db, pid, "laboratory"),
-                "vitals": self._results(db, pid, "vital-signs"),
-                "recent_notes": self._notes(db, pid),
-            }
-        return chart
-
-    @staticmethod
-    def _problems(db: Database, pid: str) -> list[dict]:
-        rows = db.query(
-            """SELECT display, snomed_code, clinical_status, onset_date FROM conditions
-               WHERE patient_id = ? AND clinical_status IN ('active', 'recurrence', 'relapse')
-               ORDER BY onset_date DESC, display""",
-            [pid],
-        )
-        return [dict(r) for r in rows]
-
-    @staticmethod
-    def _medications(db: Database, pid: str) -> list[dict]:
-        rows = db.query(
-            """SELECT id, medication_name, rxnorm_code, dosage, frequency, status, authored_at,
-                      author, notes, as_needed, as_needed_for, max_per_period, duration, replaces_id,
-                      status_reason FROM medication_requests
-               WHERE patient_id = ? AND status IN ('active', 'on-hold', 'draft')
-               ORDER BY authored_at DESC, medication_name""",
-            [pid],
-        )
-        return [dict(r) for r in rows]
-
-    @staticmethod
-    def _allergies(db: Database, pid: str) -> list[dict]:
-        rows = db.query(
-            """SELECT substance, substance_code, category, reaction, severity, recorded_at
-               FROM allergy_intolerances WHERE patient_id = ? AND clinical_status = 'active'
-               ORDER BY recorded_at DESC, substance""",
-            [pid],
-        )
-        return [dict(r) for r in rows]
-
-    @staticmethod
-    def _results(db: Database, pid: str, category: str) -> list[dict]:
-        """Latest result per code (with the previous one for trend), newest codes first."""
-        rows = db.query(
-            """SELECT * FROM observations WHERE patient_id = ? AND category = ?
-               ORDER BY effective_at DESC, rowid""",
-            [pid, category],
-        )
-        latest: dict[str, dict] = {}
-        for r in rows:
-            key = r["loinc_code"] or r["display"]
-            value = _number(r["value_num"]) if r["value_num"] is not None else r["value_text"]
-            if key in latest:
-                if latest[key]["previous"] is None:
-                    latest[key]["previous"] = {"value": value, "effective_at": r["effective_at"]}
-                continue
-            if len(latest) >= MAX_RESULT_CODES:
-                continue
-            latest[key] = {
-                "display": r["display"],
-                "loinc_code": r["loinc_code"],
-                "value": value,
-                "unit": r["unit"],
-                "reference_range": _range_text(r["ref_low"], r["ref_high"]),
-                "flag": r["interpretation"],
-                "effective_at": r["effective_at"],
-                "previous": None,
-            }
-        return list(latest.values())
-
-    @staticmethod
-    def _notes(db: Database, pid: str) -> list[dict]:
-        rows = db.query(
-            """SELECT id, note_type, title, author, created_at, text FROM document_references
-               WHERE patient_id = ? AND status = 'current'
-               ORDER BY created_at DESC, id LIMIT ?""",
-            [pid, RECENT_NOTES],
-        )
-        notes = []
-        for r in rows:
-            text = r["text"]
-            truncated = len(text) > NOTE_PREVIEW_CHARS
-            notes.append({**dict(r), "text": text[:NOTE_PREVIEW_CHARS], "truncated": truncated})
-        return notes
+            return read_chart(db, pid, today or datetime.now(timezone.utc).date())
 
     # -- writes ---------------------------------------------------------------------------
 
