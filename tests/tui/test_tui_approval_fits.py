@@ -50,6 +50,13 @@ async def test_approve_and_reject_are_visible_at_80x24(tmp_path, override):
             visible = screen.query_one("#approval-dialog").region
             assert visible.contains_region(widget.region), f"{button} outside the dialog's visible region"
         if override:
+            screen.query_one("#approval-body").scroll_home(animate=False)
+            await pilot.pause()
+            await pilot.press("ctrl+y")  # no reason, no password: refused, and the reason is in view
+            await pilot.pause()
+            error = screen.query_one("#approval-error")
+            assert "Not approved" in str(error.render()) and on_screen(app, error)
+            assert screen.query_one("#approval-dialog").region.contains_region(error.region)
             password = screen.query_one("#approval-password")  # the override still asks for the password
             password.focus()
             await pilot.pause()

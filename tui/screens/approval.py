@@ -20,9 +20,10 @@ from __future__ import annotations
 import typing
 
 from pydantic import ValidationError
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
@@ -39,6 +40,7 @@ from tui.widgets.trace_panel import arg_word
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 
 LONG_TEXT_FIELDS = {"note_text"}
+FIXED_ROWS = 6  # the dialog's border (2), the buttons with their margin (2), the footer (1), a spare row
 FIXED_FIELDS = {"patient_id"}  # the patient is the one shown; changing it means a new request
 
 
@@ -146,49 +148,55 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         return text
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="approval-dialog") as dialog:
+        with Vertical(id="approval-dialog") as dialog:
             dialog.border_title = f"Approve a change to the record: {TOOL_LABELS[self.tool]}"
-            headline = self._headline() if self._gated else None
-            if headline is not None:
-                yield Static(headline, id="approval-headline")
-            yield Static(Text(action_words(self.tool, self.original), style="bold"), id="approval-action")
-            yield Static(self._patient_block(), id="approval-patient")
-            if self._gated:
-                yield Static(self._findings_block(), id="approval-findings")
-            read = self._read_as()
-            if read:
-                yield Static(Text(f"Read as: {read}"), id="approval-sig")
-            yield Static("Check the change, edit any field, then approve (Ctrl+Y) or reject (Ctrl+R / Escape).",
-                         markup=False, id="approval-intro")
-            for name, info in self.schema.model_fields.items():
-                if name in FIXED_FIELDS:
-                    continue
-                nullable, allowed = field_hint(info.annotation)
-                hint = "one of " + ", ".join(allowed) if allowed else ""
-                if nullable:
-                    hint = f"{hint}, or empty for none" if hint else "optional: leave empty for none"
-                value = self.original.get(name)
+            with VerticalScroll(id="approval-body"):
+                headline = self._headline() if self._gated else None
+                if headline is not None:
+                    yield Static(headline, id="approval-headline")
+                yield Static(Text(action_words(self.tool, self.original), style="bold"), id="approval-action")
+                yield Static(self._patient_block(), id="approval-patient")
+                if self._gated:
+                    yield Static(self._findings_block(), id="approval-findings")
+                read = self._read_as()
+                if read:
+                    yield Static(Text(f"Read as: {read}"), id="approval-sig")
+                yield Static("Check the change, edit any field, then approve (Ctrl+Y) or reject (Ctrl+R / Escape).",
+                             markup=False, id="approval-intro")
+                for name, info in self.schema.model_fields.items():
+                    if name in FIXED_FIELDS:
+                        continue
+                    nullable, allowed = field_hint(info.annotation)
+                    hint = "one of " + ", ".join(allowed) if allowed else ""
+                    if nullable:
+                        hint = f"{hint}, or empty for none" if hint else "optional: leave empty for none"
+                    value = self.original.get(name)
+                    with Horizontal(classes="approval-field"):
+                        yield Label(arg_word(name), classes="approval-label")
+                        if name in LONG_TEXT_FIELDS:
+                            yield TextArea("" if value is None else str(value), id=f"arg-{name}", soft_wrap=True)
+                        else:
+                            # no select-on-focus: a stray key appends visibly instead of replacing
+                            yield Input("" if value is None else str(value), placeholder=hint.strip(),
+                                        id=f"arg-{name}", compact=True, select_on_focus=False)
+                yield Static("", id="approval-error", markup=False)
                 with Horizontal(classes="approval-field"):
-                    yield Label(arg_word(name), classes="approval-label")
-                    if name in LONG_TEXT_FIELDS:
-                        yield TextArea("" if value is None else str(value), id=f"arg-{name}", soft_wrap=True)
-                    else:
-                        # no select-on-focus: a stray key appends visibly instead of replacing
-                        yield Input("" if value is None else str(value), placeholder=hint.strip(),
-                                    id=f"arg-{name}", compact=True, select_on_focus=False)
-            yield Static("", id="approval-error", markup=False)
-            with Horizontal(classes="approval-field"):
-                yield Label("reason", classes="approval-label")
-                yield Input(placeholder=self._reason_hint(), id="approval-reason", compact=True)
-            if self.is_override and self.context.password_needed:
-                with Horizontal(classes="approval-field"):
-                    yield Label("password", classes="approval-label")
-                    yield Input(placeholder="your password again, to override", password=True,
-                                id="approval-password", compact=True)
-            with Horizontal(id="approval-buttons"):
+                    yield Label("reason", classes="approval-label")
+                    yield Input(placeholder=self._reason_hint(), id="approval-reason", compact=True)
+                if self.is_override and self.context.password_needed:
+                    with Horizontal(classes="approval-field"):
+                        yield Label("password", classes="approval-label")
+                        yield Input(placeholder="your password again, to override", password=True,
+                                    id="approval-password", compact=True)
+            with Horizontal(id="approval-buttons"):  # outside the scrolling body: always on screen
                 yield Button("Approve (Ctrl+Y)", id="approve", variant="success", compact=True)
                 yield Button("Reject (Ctrl+R)", id="reject", variant="error", compact=True)
         yield Footer(compact=True, show_command_palette=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """The body scrolls within what the terminal leaves after the border, the buttons and
+        the footer, so Approve and Reject stay on screen at any size (80x24 included)."""
+        self.query_one("#approval-body").styles.max_height = max(3, event.size.height - FIXED_ROWS)
 
     def on_mount(self) -> None:
         # The first argument, never Approve: a stray Enter must not approve a write.
@@ -230,9 +238,7 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         try:
             clean = self.schema.model_validate(args).model_dump()
         except ValidationError as exc:
-            self.query_one("#approval-error", Static).update(
-                "Not approved - fix the arguments: " + validation_message(exc))
-            self.app.bell()
+            self._refuse("Not approved - fix the arguments: " + validation_message(exc))
             return
         password = None
         if self.is_override:
@@ -242,10 +248,16 @@ class ApprovalScreen(ModalScreen[Approval | None]):
                 problems.append(None if password else "an override needs your password")
             problems = [p for p in problems if p]
             if problems:
-                self.query_one("#approval-error", Static).update("Not approved - " + "; ".join(problems))
-                self.app.bell()
+                self._refuse("Not approved - " + "; ".join(problems))
                 return
         self.dismiss(Approval(True, clean, self.reason(), password=password))
+
+    def _refuse(self, text: str) -> None:
+        """Say why Approve did nothing, scrolled into view (the findings may fill the screen)."""
+        error = self.query_one("#approval-error", Static)
+        error.update(text)
+        self.call_after_refresh(error.scroll_visible, animate=False)
+        self.app.bell()
 
     def action_reject(self) -> None:
         # only the clinician's own words: the reason reaches synthesis as "Reason given: ..."
