@@ -22,7 +22,7 @@ Invariants:
   names and the head it replaced, never contents) and every copy of the head (the anchor file,
   the accounts and sessions databases: ``ehr_db.heads``) is reset to its head; the restore
   starts a new timeline, so the replaced record's heads are not taken for a rollback.
-- Every backup has a manifest beside it (``<backup>.manifest.json``, 0600): the whole file's
+- Every backup has a manifest beside it (``ehr_db.backup_manifest``): the whole file's
   sha256 and size, its page size and count, its chain head (record id, timeline, seq, hash)
   and per clinical table the row count and a digest over its rows' digests
   (``custody.table_digests``). ``check`` (``ehr restore`` first, ``ehr backup --verify``)
@@ -34,8 +34,6 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sqlite3
 import tempfile
@@ -46,17 +44,15 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from common.locations import PRIVATE_FILE_MODE
-from common.sqlite import DatabaseCorrupt, now_iso, opened, write_transaction
+from common.sqlite import DatabaseCorrupt, opened, write_transaction
 from ehr_db import audit, custody, heads
+from ehr_db.backup_manifest import file_sha256, make_manifest, manifest_path, read_manifest, write_private_json
 from ehr_db.errors import DatabaseNotReady, EhrError
 from ehr_db.migrations import MIGRATIONS, applied_migrations, migrate
 
 
 class BackupError(EhrError):
     """A backup could not be written, or a file was refused for restore (the message says why)."""
-
-
-MANIFEST_FORMAT = "appliance-ehr-backup/1"
 
 
 @dataclass(frozen=True)
@@ -162,58 +158,6 @@ def _patients(db: Database) -> int:
     return db.execute("SELECT count(*) FROM patients").fetchone()[0]
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def manifest_path(backup_path: Path) -> Path:
-    return Path(backup_path).with_name(Path(backup_path).name + heads.MANIFEST_SUFFIX)
-
-
-def _manifest(path: Path, db: Database) -> dict:
-    """The manifest of the backup file at ``path`` (``db``: a connection to it)."""
-    f = heads.facts(db)
-    return {
-        "format": MANIFEST_FORMAT, "file": path.name, "written_at": now_iso(),
-        "bytes": path.stat().st_size, "sha256": file_sha256(path),
-        "page_size": db.execute("PRAGMA page_size").fetchone()[0],
-        "pages": db.execute("PRAGMA page_count").fetchone()[0],
-        "head": f.head() if f is not None and f.record_id is not None else None,
-        "tables": custody.table_digests(db),
-    }
-
-
-def _write_private_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_manifest(backup_path: Path) -> tuple[dict | None, str | None]:
-    """(manifest, None), (None, None) when there is none, or (None, the problem with it)."""
-    path = manifest_path(backup_path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None, None
-    except (OSError, ValueError):
-        return None, f"its manifest {path.name} cannot be read"
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("tables"), dict):
-        return None, f"its manifest {path.name} is not a backup manifest"
-    return data, None
-
-
 def backup(db_path: Path, dest: Path) -> BackupReport:
     """Write a checked copy of the EHR at ``db_path`` to ``dest`` (a file name, or a folder
     to put ``ehr-<UTC time>.sqlite`` in)."""
@@ -235,10 +179,10 @@ def backup(db_path: Path, dest: Path) -> BackupReport:
                 raise BackupError("the copy failed SQLite's integrity check; the database may be damaged")
             verdict = custody.verify_record(copy) if audit.is_chained(copy) else None
             patients = _patients(copy)
-            manifest = _manifest(tmp, copy)
+            manifest = make_manifest(tmp, copy)
         manifest["file"] = dest.name
         os.replace(tmp, dest)
-        _write_private_json(manifest_path(dest), manifest)
+        write_private_json(manifest_path(dest), manifest)
         _fsync(dest.parent)
     except sqlite3.Error as exc:
         raise BackupError(f"the backup could not be written ({type(exc).__name__}: {exc})") from None

@@ -156,7 +156,8 @@ def _rollback_cases(base: Path, work: Path, record: Callable[[str, bool], None],
 
 # -- backups ------------------------------------------------------------------------------------
 def _flip_cases(base: Path, work: Path, flips: int, seed: int, record: Callable[[str, bool], None]) -> None:
-    from ehr_db.backup import backup, manifest_path, verify_backup
+    from ehr_db.backup import backup, verify_backup
+    from ehr_db.backup_manifest import manifest_path
 
     folder = work / "backup-flips"
     folder.mkdir()

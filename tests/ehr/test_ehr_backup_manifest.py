@@ -12,7 +12,7 @@ import pytest
 
 from appliance.cli import main
 from ehr_db import audit, custody
-from ehr_db.backup import manifest_path
+from ehr_db.backup_manifest import manifest_path
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database
 
