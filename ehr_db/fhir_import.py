@@ -52,9 +52,9 @@ from ehr_db.fhir_mapping import (
     document_row,
     encounter_row,
     medication_row,
-    observation_rows,
     patient_row,
 )
+from ehr_db.fhir_observations import observation_rows
 from ehr_db.fhir_shapes import row_problem, shape_problem
 from ehr_db.migrations import migrate
 

@@ -1,15 +1,13 @@
-"""FHIR R4 resource -> EHR row, one pure function per supported resource type.
+"""FHIR R4 resource -> EHR row, one pure function per supported resource type (Observation:
+``fhir_observations``), and the helpers they share for codings, subjects and references.
 
 Invariants:
 - A mapper returns a row dict for its table, or raises ``Skip`` with a reason; it never
   touches the database. References are resolved through the ``Resolver`` it is given.
 - Codes are kept only from their own system (SNOMED CT for conditions, RxNorm for
   medications, LOINC for observations); other codings leave the code NULL and keep the text.
-- An Observation may yield several rows (a blood-pressure panel yields one per component);
-  component rows get the id ``<observation id>-<component LOINC code>``.
-- An observation's value and reference range are stored in the record's unit for its LOINC
-  code: a value given in another unit with a standard conversion (HbA1c in mmol/mol, creatinine
-  in umol/L, weight in lb; ``units``) is converted before anything checks or stores it.
+- Observations (several rows per resource, values in the record's unit) are mapped in
+  ``fhir_observations``, on the helpers here.
 """
 
 from __future__ import annotations
@@ -20,17 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from common.patient_ids import is_patient_id
-from ehr_db import units
 from ehr_db.codes import (
     LOINC_SYSTEM,
     RXNORM_SYSTEM,
     SNOMED_SYSTEM,
-    interpretation,
-    interpretation_from_code,
 )
 from ehr_db.repository import name_key
 
-SUPPORTED_CATEGORIES = ("laboratory", "vital-signs")
 CONDITION_STATUSES = ("active", "recurrence", "relapse", "inactive", "remission", "resolved")
 MEDICATION_STATUSES = ("active", "on-hold", "cancelled", "completed", "entered-in-error", "stopped",
                        "draft", "unknown")
@@ -60,21 +54,21 @@ class Skip(Exception):
 Resolver = Callable[[Any, str], str | None]  # (reference object, target type) -> id or None
 
 
-def _coding(concept: dict | None, system: str | None = None) -> dict | None:
+def find_coding(concept: dict | None, system: str | None = None) -> dict | None:
     for coding in (concept or {}).get("coding") or []:
         if system is None or coding.get("system") == system:
             return coding
     return None
 
 
-def _text(concept: dict | None) -> str | None:
+def concept_text(concept: dict | None) -> str | None:
     if not concept:
         return None
-    coding = _coding(concept)
+    coding = find_coding(concept)
     return concept.get("text") or (coding or {}).get("display")
 
 
-def _first(items: list | None) -> Any:
+def first_of(items: list | None) -> Any:
     return items[0] if items else None
 
 
@@ -110,7 +104,7 @@ def patient_row(r: dict, resolve: Resolver) -> dict:
     if r.get("birthDate") is not None and not _fhir_date(r["birthDate"]):
         raise Skip("birthDate is not a date (YYYY, YYYY-MM or YYYY-MM-DD)")
     names = r.get("name") or []
-    name = next((n for n in names if n.get("use") == "official"), _first(names)) or {}
+    name = next((n for n in names if n.get("use") == "official"), first_of(names)) or {}
     given = " ".join(name.get("given") or [])
     family = name.get("family") or ""
     if not (given or family):
@@ -120,7 +114,7 @@ def patient_row(r: dict, resolve: Resolver) -> dict:
          if any(c.get("code") == "MR" for c in ((i.get("type") or {}).get("coding") or []))),
         None,
     )
-    address = _first(r.get("address")) or {}
+    address = first_of(r.get("address")) or {}
     phone = next((t.get("value") for t in r.get("telecom") or [] if t.get("system") == "phone"), None)
     gender = r.get("gender")
     return {
@@ -133,7 +127,7 @@ def patient_row(r: dict, resolve: Resolver) -> dict:
         "sex": gender if gender in ("male", "female", "other", "unknown") else "unknown",
         "deceased_date": r.get("deceasedDateTime"),
         "phone": phone,
-        "address_line": _first(address.get("line")),
+        "address_line": first_of(address.get("line")),
         "city": address.get("city"),
         "state": address.get("state"),
         "postal_code": address.get("postalCode"),
@@ -163,31 +157,31 @@ def encounter_row(r: dict, resolve: Resolver) -> dict:
     if not period.get("start"):
         raise Skip("missing period start")
     klass = r.get("class")
-    klass = _first(klass) if isinstance(klass, list) else klass
+    klass = first_of(klass) if isinstance(klass, list) else klass
     return {
         "id": r["id"],
         "patient_id": pid,
         "status": r.get("status"),
         "class_code": (klass or {}).get("code"),
-        "type_display": _text(_first(r.get("type"))),
-        "reason_display": _text(_first(r.get("reasonCode"))),
+        "type_display": concept_text(first_of(r.get("type"))),
+        "reason_display": concept_text(first_of(r.get("reasonCode"))),
         "period_start": period["start"],
         "period_end": period.get("end"),
         "source": "fhir",
     }
 
 
-def _encounter(r: dict, resolve: Resolver) -> str | None:
-    ref = r.get("encounter") or _first((r.get("context") or {}).get("encounter"))
+def encounter_ref(r: dict, resolve: Resolver) -> str | None:
+    ref = r.get("encounter") or first_of((r.get("context") or {}).get("encounter"))
     return resolve(ref, "Encounter") if ref else None
 
 
 def condition_row(r: dict, resolve: Resolver) -> dict:
     pid = subject_patient(r, resolve)
-    display = _text(r.get("code"))
+    display = concept_text(r.get("code"))
     if not display:
         raise Skip("missing code")
-    status = (_coding(r.get("clinicalStatus")) or {}).get("code")
+    status = (find_coding(r.get("clinicalStatus")) or {}).get("code")
     if status is None:
         status = "resolved" if r.get("abatementDateTime") else "active"
     if status not in CONDITION_STATUSES:
@@ -195,11 +189,11 @@ def condition_row(r: dict, resolve: Resolver) -> dict:
     return {
         "id": r["id"],
         "patient_id": pid,
-        "encounter_id": _encounter(r, resolve),
-        "snomed_code": (_coding(r.get("code"), SNOMED_SYSTEM) or {}).get("code"),
-        "display": (_coding(r.get("code"), SNOMED_SYSTEM) or {}).get("display") or display,
+        "encounter_id": encounter_ref(r, resolve),
+        "snomed_code": (find_coding(r.get("code"), SNOMED_SYSTEM) or {}).get("code"),
+        "display": (find_coding(r.get("code"), SNOMED_SYSTEM) or {}).get("display") or display,
         "clinical_status": status,
-        "verification_status": (_coding(r.get("verificationStatus")) or {}).get("code"),
+        "verification_status": (find_coding(r.get("verificationStatus")) or {}).get("code"),
         "onset_date": r.get("onsetDateTime") or (r.get("onsetPeriod") or {}).get("start"),
         "abatement_date": r.get("abatementDateTime"),
         "recorded_date": r.get("recordedDate"),
@@ -245,21 +239,21 @@ def medication_row(r: dict, resolve: Resolver, medications: dict[str, dict]) -> 
     if concept is None and r.get("medicationReference"):
         med = medications.get(r["medicationReference"].get("reference", ""))
         concept = (med or {}).get("code")
-    name = _text(concept)
+    name = concept_text(concept)
     if not name:
         raise Skip("missing medication")
     if not r.get("authoredOn"):
         raise Skip("missing authoredOn")
-    dosage = _first(r.get("dosageInstruction")) or {}
-    dose = _first(dosage.get("doseAndRate")) or {}
+    dosage = first_of(r.get("dosageInstruction")) or {}
+    dose = first_of(dosage.get("doseAndRate")) or {}
     sig = _appliance_sig(dosage)  # the sig's own text is then not a note
     notes = ([dosage.get("text")] if sig is None else []) + [n.get("text") for n in r.get("note") or []]
     status = r.get("status")
     return {
         "id": r["id"],
         "patient_id": pid,
-        "encounter_id": _encounter(r, resolve),
-        "rxnorm_code": (_coding(concept, RXNORM_SYSTEM) or {}).get("code"),
+        "encounter_id": encounter_ref(r, resolve),
+        "rxnorm_code": (find_coding(concept, RXNORM_SYSTEM) or {}).get("code"),
         "medication_name": name,
         "dosage": _quantity(dose.get("doseQuantity")) if sig is None else sig.get("dose"),
         "frequency": _frequency(dosage) if sig is None else sig.get("frequency"),
@@ -275,24 +269,24 @@ def medication_row(r: dict, resolve: Resolver, medications: dict[str, dict]) -> 
 
 def allergy_row(r: dict, resolve: Resolver) -> dict:
     pid = subject_patient(r, resolve, key="patient")
-    substance = _text(r.get("code"))
+    substance = concept_text(r.get("code"))
     if not substance:
         raise Skip("missing substance")
     recorded = r.get("recordedDate") or r.get("onsetDateTime")
     if not recorded:
         raise Skip("missing recordedDate")
-    coding = _coding(r.get("code")) or {}
-    reaction = _first(r.get("reaction")) or {}
-    manifestations = [_text(m) for m in reaction.get("manifestation") or []]
+    coding = find_coding(r.get("code")) or {}
+    reaction = first_of(r.get("reaction")) or {}
+    manifestations = [concept_text(m) for m in reaction.get("manifestation") or []]
     severity = reaction.get("severity")
-    status = (_coding(r.get("clinicalStatus")) or {}).get("code") or "active"
+    status = (find_coding(r.get("clinicalStatus")) or {}).get("code") or "active"
     return {
         "id": r["id"],
         "patient_id": pid,
         "substance": substance,
         "substance_code": coding.get("code"),
         "substance_system": coding.get("system"),
-        "category": _first(r.get("category")),
+        "category": first_of(r.get("category")),
         "reaction": ", ".join(m for m in manifestations if m) or None,
         "severity": severity if severity in ("mild", "moderate", "severe") else None,
         "clinical_status": status if status in ("active", "inactive", "resolved") else "active",
@@ -300,92 +294,6 @@ def allergy_row(r: dict, resolve: Resolver) -> dict:
         "recorded_at": recorded,
         "source": "fhir",
     }
-
-
-def _value(holder: dict) -> tuple[float | None, str | None, str | None]:
-    """(numeric value, text value, unit) of an Observation or component."""
-    q = holder.get("valueQuantity")
-    if q and isinstance(q.get("value"), (int, float)):
-        return float(q["value"]), None, q.get("unit") or q.get("code")
-    if isinstance(holder.get("valueInteger"), int):
-        return float(holder["valueInteger"]), None, None
-    if isinstance(holder.get("valueString"), str):
-        return None, holder["valueString"], None
-    if isinstance(holder.get("valueBoolean"), bool):
-        return None, "true" if holder["valueBoolean"] else "false", None
-    if holder.get("valueCodeableConcept"):
-        return None, _text(holder["valueCodeableConcept"]), None
-    return None, None, None
-
-
-def _in_record_unit(loinc: str | None, num: float | None, unit: str | None, code: str | None,
-                    low: dict, high: dict) -> tuple[float | None, str | None, Any, Any]:
-    """The value, its unit and the reference range's bounds in the record's unit (``units``); a
-    bound without a unit of its own is in the value's unit."""
-    found = units.conversion(loinc, unit, code) if num is not None else None
-    if found is None:
-        return num, unit, low.get("value"), high.get("value")
-
-    def bound(q: dict) -> Any:
-        value = q.get("value")
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return value
-        own = units.conversion(loinc, q.get("unit"), q.get("code"))
-        if q.get("unit") or q.get("code"):
-            return own.convert(value) if own is not None else value
-        return found.convert(value)
-
-    return found.convert(num), found.stored, bound(low), bound(high)
-
-
-def observation_rows(r: dict, resolve: Resolver) -> list[dict]:
-    categories = {c.get("code") for cat in r.get("category") or [] for c in cat.get("coding") or []}
-    category = next((c for c in SUPPORTED_CATEGORIES if c in categories), None)
-    if category is None:
-        raise Skip("unsupported observation category")
-    pid = subject_patient(r, resolve)
-    when = r.get("effectiveDateTime") or (r.get("effectivePeriod") or {}).get("start") or r.get("issued")
-    if not when:
-        raise Skip("missing effective time")
-    base = {
-        "patient_id": pid,
-        "encounter_id": _encounter(r, resolve),
-        "category": category,
-        "status": r.get("status"),
-        "effective_at": when,
-        "source": "fhir",
-    }
-    parts = [(r["id"], r)] if not r.get("component") else [
-        (f"{r['id']}-{(_coding(c.get('code'), LOINC_SYSTEM) or {}).get('code') or n}", c)
-        for n, c in enumerate(r["component"], 1)
-    ]
-    rows = []
-    for row_id, holder in parts:
-        num, text, unit = _value(holder)
-        display = _text(holder.get("code"))
-        if (num is None and text is None) or not display:
-            continue
-        loinc = (_coding(holder.get("code"), LOINC_SYSTEM) or {}).get("code")
-        ref = _first(holder.get("referenceRange") or r.get("referenceRange")) or {}
-        low, high = ref.get("low") or {}, ref.get("high") or {}
-        quantity = holder.get("valueQuantity") or {}
-        num, unit, low, high = _in_record_unit(loinc, num, unit, quantity.get("code"), low, high)
-        flag = interpretation_from_code((_coding(_first(holder.get("interpretation"))) or {}).get("code"))
-        rows.append({
-            "id": row_id,
-            **base,
-            "loinc_code": loinc,
-            "display": display,
-            "value_num": num,
-            "value_text": text,
-            "unit": unit,
-            "ref_low": low,
-            "ref_high": high,
-            "interpretation": flag or interpretation(num, low, high),
-        })
-    if not rows:
-        raise Skip("no usable value")
-    return rows
 
 
 def document_row(r: dict, resolve: Resolver) -> dict:
@@ -406,15 +314,15 @@ def document_row(r: dict, resolve: Resolver) -> dict:
     created = r.get("date") or ((r.get("context") or {}).get("period") or {}).get("start")
     if not created:
         raise Skip("missing date")
-    loinc = (_coding(r.get("type"), LOINC_SYSTEM) or {}).get("code")
+    loinc = (find_coding(r.get("type"), LOINC_SYSTEM) or {}).get("code")
     return {
         "id": r["id"],
         "patient_id": pid,
-        "encounter_id": _encounter(r, resolve),
+        "encounter_id": encounter_ref(r, resolve),
         "note_type": NOTE_TYPES_BY_LOINC.get(loinc, "other"),
-        "title": _text(r.get("type")),
+        "title": concept_text(r.get("type")),
         "text": text.strip(),
-        "author": (_first(r.get("author")) or {}).get("display"),
+        "author": (first_of(r.get("author")) or {}).get("display"),
         "created_at": created,
         # Synthea marks its notes "superseded" although no newer version exists; every
         # imported note that was not entered in error is shown as current.
