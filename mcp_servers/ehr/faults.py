@@ -23,7 +23,7 @@ from fastmcp.exceptions import ToolError
 
 from common.sqlite import DatabaseCorrupt
 from ehr_db.errors import AmbiguousOrder, DatabaseNotReady, EhrError, InvalidField, OrderNotFound, PatientNotFound
-from mcp_servers.contracts import tool_error_message
+from mcp_servers.tool_errors import tool_error_message
 from mcp_servers.ehr import order_tools
 
 log = logging.getLogger("mcp_servers.ehr.server")

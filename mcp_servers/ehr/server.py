@@ -16,7 +16,7 @@ Invariants:
   At start-up the database is opened once (integrity check, migrations); a fault is one line
   on stderr, and the server still serves, reporting the fault per call.
 - Every expected failure is a ``ToolError`` whose message is ``"<error_type>: <text>"``
-  (``contracts.tool_error_message``); the text is clinician-safe and carries no patient data
+  (``tool_errors.tool_error_message``); the text is clinician-safe and carries no patient data
   beyond what the caller sent. Anything unexpected is masked (``mask_error_details=True``).
 - Logs name the tool and the outcome, never arguments or record contents.
 - The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
@@ -67,13 +67,14 @@ from ehr_db.name_match import closest_sentence
 from ehr_db.repository import EhrRepository
 from mcp_servers.contracts import (
     AUDIT_EVENT_TOOL, ApprovalArg, AuditEventKind, IdempotencyKey, Name, OrderAction, PatientId,
-    RejectionDetails, ShortText, SigArg, tool_error_message,
+    RejectionDetails, ShortText, SigArg,
 )
 from mcp_servers.ehr import callers, order_tools
 from mcp_servers.ehr.callers import Caller
 from mcp_servers.ehr.faults import as_tool_errors, sqlite_fault
 from mcp_servers.ehr.host_gate import PrescriptionCheck, check_prescription, override_password
 from mcp_servers.serving import ArgumentErrors, serve
+from mcp_servers.tool_errors import tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr.server")
 
