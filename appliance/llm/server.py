@@ -29,9 +29,9 @@ Invariants:
 - Images when the host's server has a vision projector (its /props say so): the same image
   prompt and walk as in process (``analyze_image``); otherwise ``vision_available`` is False and
   the agent says the image was not analysed.
-- Only the standard library speaks HTTP here. Each request has its own connection; a lock
-  guards only the tokenizer cache and context fitting, so requests can decode side by side in
-  the server's parallel slots: ``generate_constrained_batch`` (the prescreen's criterion
+- Only the standard library speaks HTTP (``server_http``). Each request has its own connection;
+  a lock guards only the tokenizer cache and context fitting, so requests can decode side by
+  side in the server's parallel slots: ``generate_constrained_batch`` (the prescreen's criterion
   calls) sends up to ``min(parallel, the server's slots)`` at once. ``last_stats`` and
   ``last_text`` are those of the last single call.
 """
@@ -39,9 +39,6 @@ Invariants:
 from __future__ import annotations
 
 import base64
-import http.client
-import json
-import socket
 import ssl
 import threading
 import time
@@ -49,10 +46,9 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
-from urllib.parse import urlsplit
 
 from appliance.errors import (
-    ConfigError, ContextOverflow, GenerationCancelled, GenerationError, GenerationTruncated,
+    ConfigError, GenerationCancelled, GenerationError, GenerationTruncated,
 )
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.batch import BatchJob, BatchResult
@@ -63,15 +59,10 @@ from appliance.llm.grammar import OutputSchema, accepts, max_output_chars, outpu
 from appliance.llm import vision
 from appliance.llm.prompt import Message, Part, render_gemma, render_parts, tokenize_parts
 from appliance.llm.server_decoding import OffOptions, ServerSchemaDecoder, ServerSteps
+from appliance.llm.server_http import FIRST_BYTE_SECONDS, ModelServerUnavailable, ServerHttp
 from models.profiles import ModelProfile, get_profile
 
-CONNECT_SECONDS = 5.0
-FIRST_BYTE_SECONDS = 600.0  # a busy host queues requests; the caller's cancel ends a wait sooner
 TOKEN_CACHE = 4096  # tokenized text parts kept (system texts and markers repeat in every call)
-
-
-class ModelServerUnavailable(GenerationError):
-    """The clinic host's model server cannot be reached or failed the request."""
 
 
 class ServerModel:
@@ -81,16 +72,8 @@ class ServerModel:
                  timeout: float = FIRST_BYTE_SECONDS):
         """``key``: this terminal's (``mcp_servers.access.token_digest`` of its token);
         ``context``: HTTPS trust (None: the system's)."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
-            raise ConfigError(f"the model server is given as http[s]://HOST:PORT, not {url!r}")
-        self.url = f"{parts.scheme}://{parts.netloc}"
-        self._host, self._port, self._https = parts.hostname, parts.port, parts.scheme == "https"
-        self._context = (context or ssl.create_default_context()) if self._https else None
-        self._headers = {"Content-Type": "application/json"}
-        if key:
-            self._headers["Authorization"] = f"Bearer {key}"
-        self._timeout = timeout
+        self._http = ServerHttp(url, key=key, context=context, timeout=timeout)
+        self.url = self._http.url
         self._lock = threading.Lock()
         self.last_stats: CallStats | None = None
         self.last_text = ""
@@ -110,82 +93,13 @@ class ServerModel:
         self._tokens = lru_cache(maxsize=TOKEN_CACHE)(self._tokenize_uncached)
         self._pieces = lru_cache(maxsize=TOKEN_CACHE)(self._piece_uncached)
 
-    # -- HTTP -------------------------------------------------------------------------------
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_SECONDS, context=self._context)
-        return http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_SECONDS)
-
-    def _open(self, method: str, path: str, body: dict | None, cancel: threading.Event | None = None,
-              ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, threading.Event]:
-        """The connection, its response (status 200) and the event that ends its cancel watch."""
-        conn = self._connection()
-        done = threading.Event()
-        try:
-            conn.connect()
-            conn.sock.settimeout(self._timeout)
-            if cancel is not None:  # a cancel shuts the socket, so a read waiting on a busy host ends too
-                threading.Thread(target=_shut_on_cancel, args=(conn.sock, cancel, done), daemon=True).start()
-            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self._headers)
-            response = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            done.set()
-            conn.close()
-            if cancel is not None and cancel.is_set():
-                raise GenerationCancelled("cancelled") from None
-            reason = "timed out" if isinstance(exc, (socket.timeout, TimeoutError)) else type(exc).__name__
-            raise ModelServerUnavailable(f"the model server at {self.url} cannot be reached ({reason})") from None
-        if response.status != 200:
-            detail = _error_message(response.read())
-            done.set()
-            conn.close()
-            if response.status == 401:
-                raise ConfigError(f"the model server at {self.url} refused this terminal's token "
-                                  f"(APPLIANCE_MCP_TOKEN; `appliance terminal add` on the host)")
-            if response.status == 400 and "context" in detail.lower():
-                raise ContextOverflow(f"the prompt does not fit the model server's context ({detail})")
-            raise ModelServerUnavailable(f"the model server at {self.url} answered {response.status} ({detail})")
-        return conn, response, done
-
+    # -- HTTP (``server_http``; one method each, so a test can watch every request) ------------
     def _request(self, method: str, path: str, body: dict | None = None,
                  cancel: threading.Event | None = None) -> dict:
-        conn, response, done = self._open(method, path, body, cancel)
-        try:
-            return json.loads(response.read())
-        except (OSError, http.client.HTTPException, ValueError):
-            if cancel is not None and cancel.is_set():
-                raise GenerationCancelled("cancelled") from None
-            raise ModelServerUnavailable(f"the model server at {self.url} sent an unreadable answer") from None
-        finally:
-            done.set()
-            conn.close()
+        return self._http.request(method, path, body, cancel)
 
     def _stream(self, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
-        """The server-sent events of one completion; closing the connection ends the request."""
-        conn, response, done = self._open("POST", "/completion", {**body, "stream": True}, cancel)
-        try:
-            while True:
-                try:
-                    line = response.readline()
-                except (OSError, http.client.HTTPException):
-                    line = None
-                if cancel is not None and cancel.is_set():
-                    raise GenerationCancelled("cancelled")
-                if line is None:
-                    raise ModelServerUnavailable(f"the model server at {self.url} stopped answering")
-                if not line:
-                    raise ModelServerUnavailable(f"the model server at {self.url} ended the answer early")
-                if not line.startswith(b"data: "):
-                    continue
-                event = json.loads(line[6:])
-                if "error" in event:
-                    raise ModelServerUnavailable(f"the model server failed the request ({_error_message(line[6:])})")
-                yield event
-                if event.get("stop"):
-                    return
-        finally:
-            done.set()
-            conn.close()
+        return self._http.stream(body, cancel)
 
     # -- tokens -----------------------------------------------------------------------------
     def _tokenize_uncached(self, text: str, bos: bool, special: bool) -> tuple[int, ...]:
@@ -394,23 +308,3 @@ class ServerModel:
             history_dropped=fitted.history_dropped, results_shortened=fitted.results_shortened,
         )
         return "".join(pieces), stats
-
-
-def _shut_on_cancel(sock: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
-    while not done.is_set():
-        if cancel.wait(0.05):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-
-
-def _error_message(raw: bytes) -> str:
-    """The server's one-line reason (its messages name limits and parameters, never prompt text)."""
-    try:
-        error = json.loads(raw).get("error", {})
-        message = error.get("message", "") if isinstance(error, dict) else str(error)
-    except (ValueError, AttributeError):
-        message = ""
-    return (message or "no reason given")[:200]
