@@ -31,7 +31,8 @@ import numpy as np
 
 from appliance.errors import GenerationError, GenerationTruncated
 from appliance.llm.base import parse_constrained
-from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable
+from appliance.llm.fast import BudgetExceeded, SchemaDecoder
+from appliance.llm.token_table import TokenTable
 from appliance.llm.grammar import output_schema
 from appliance.llm.prompt import Message, Parts, split_parts, tokenize_parts
 

@@ -14,11 +14,13 @@ Invariants: T=0 is greedy; T>0 samples from the temperature-scaled distribution 
 what is allowed at that step. Every finished output is one the schema's grammar accepts and is
 validated by Pydantic before it is returned. The decoder never evaluates a token it then
 rejects, so the KV cache always holds exactly the prompt plus the accepted output.
+
+What it knows of the vocabulary (each token's text, which tokens may sit inside a string or
+close one) is ``token_table.TokenTable``, built once per model.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,54 +30,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from appliance.llm.grammar import OutputSchema, output_chars, output_schema
-
-_UNSAFE = {ord('"'), ord("\\")} | set(range(0x20)) | {0x7F}
-
-
-@dataclass
-class TokenTable:
-    """Per-vocabulary facts the decoder needs, computed once per model."""
-
-    pieces: list[str]
-    raw: list[bytes]  # exact bytes, for free-text streaming across multi-byte characters
-    safe: np.ndarray  # non-empty text with no quote, backslash or control character
-    quote_prefix: list[str | None]  # text before the first quote, when that text is safe
-    lengths: np.ndarray  # characters in the piece
-    leading_space: np.ndarray
-    closers: np.ndarray  # tokens whose text starts with the closing quote
-
-    @classmethod
-    def build(cls, llama_cpp, vocab, n_vocab: int) -> "TokenTable":
-        buf = ctypes.create_string_buffer(256)
-        pieces: list[str] = []
-        raws: list[bytes] = []
-        safe = np.zeros(n_vocab, dtype=bool)
-        lengths = np.zeros(n_vocab, dtype=np.int32)
-        leading = np.zeros(n_vocab, dtype=bool)
-        quote_prefix: list[str | None] = [None] * n_vocab
-        for i in range(n_vocab):
-            k = llama_cpp.llama_token_to_piece(vocab, i, buf, 256, 0, False)
-            raw = buf.raw[:k] if k > 0 else b""
-            raws.append(raw)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text = ""  # a partial multi-byte piece is never taken inside a string
-            pieces.append(text)
-            lengths[i] = len(text)
-            if not text:
-                continue
-            leading[i] = text[0].isspace()
-            codes = {ord(c) for c in text}
-            if not codes & _UNSAFE:
-                safe[i] = True
-            elif '"' in text:
-                before = text.split('"', 1)[0]
-                if not {ord(c) for c in before} & _UNSAFE:
-                    quote_prefix[i] = before
-        closers = np.array([i for i, q in enumerate(quote_prefix) if q == ""], dtype=np.int64)
-        return cls(pieces, raws, safe, quote_prefix, lengths, leading, closers)
-
+from appliance.llm.token_table import TokenTable
 
 @dataclass
 class DecodeStats:

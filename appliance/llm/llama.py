@@ -44,12 +44,13 @@ from appliance.llm import free, vision
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.batch import BatchJob, BatchResult, BatchRunner, job_parts
 from appliance.llm.context import DecoderBackend, PrefixCache
-from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, TokenTable, fast_handles
+from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder, fast_handles
 from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import output_schema
 from appliance.llm.logs import quiet_llama_logs
 from appliance.llm.prompt import Message, render_parts, split_parts, tokenize_parts
 from appliance.llm.threads import Threads, ThreadGovernor, usable_cores
+from appliance.llm.token_table import TokenTable
 from models.profiles import ModelProfile
 from models.projector import projector_problem
 from models.verify import verify_model_file

@@ -44,10 +44,11 @@ from typing import Annotated, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from appliance.errors import ApplianceError, GenerationError, ModelFileError
-from appliance.llm.fast import Cancelled, DecodeStats, SchemaDecoder, TokenTable
+from appliance.llm.fast import Cancelled, DecodeStats, SchemaDecoder
 from appliance.llm.grammar import output_schema
 from appliance.llm.logs import quiet_mtmd_logs
 from appliance.llm.prompt import Message, neutralise, render_gemma
+from appliance.llm.token_table import TokenTable
 
 NODE = "IMAGE_ANALYSIS"
 TEMPERATURE = 0.3  # docs/design.md §7, INPUT_ASSEMBLY (image)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, Field
 
-from appliance.llm.fast import BudgetExceeded, SchemaDecoder, TokenTable, fast_supported
+from appliance.llm.fast import BudgetExceeded, SchemaDecoder, fast_supported
+from appliance.llm.token_table import TokenTable
 from appliance.llm.grammar import accepts, output_schema
 
 # A character-level vocabulary plus a few multi-character pieces.
