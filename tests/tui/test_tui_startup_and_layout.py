@@ -1,7 +1,7 @@
-"""The terminal's first minutes, each point as a clinician meets it (Pilot, scripted agent): the chart and
-the servers' state shown as soon as the servers are up (before the drug dictionary is read), at
-least ten lines of conversation at 80x24 with the trace showing, and a question never taken off
-the screen by opening another patient."""
+"""The terminal's first minutes, each point as a clinician meets it (Pilot, scripted agent): the
+chart and the servers' state shown as soon as the servers are up (before the drug dictionary is
+read), at least ten lines of conversation at 80x24 with the trace showing, and a question never
+taken off the screen by opening another patient."""
 
 from __future__ import annotations
 
