@@ -183,7 +183,7 @@ def test_the_server_records_events_for_the_agent(home_db, monkeypatch):
     ehr.configure(home_db)
     try:
         assert call(ehr.mcp, ehr.AUDIT_EVENT_TOOL, {
-            "kind": "rejection", "patient_id": "abc-123", "details": {"tool": "prescribe_medication"}}) == {
+            "kind": "rejection", "patient_id": "abc-123", "details": {"tool": "prescribe_medication", "clinician": None, "reason": None, "safety": None}}) == {
             "seq": 6, "kind": "rejection"}
     finally:
         ehr.configure(None)

@@ -93,7 +93,7 @@ def test_bad_input_is_one_clear_line_exit_2_and_nothing_written(case, tmp_path, 
 
 def test_a_missing_file_and_a_folder(tmp_path, capsys):
     assert main(["extract", str(tmp_path / "nope.txt")]) == 2
-    assert "cannot read nope.txt" in capsys.readouterr().err
+    assert "nope.txt does not exist" in capsys.readouterr().err
     folder = tmp_path / "dir.txt"
     folder.mkdir()
     assert main(["extract", str(folder)]) == 2
