@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from mcp_servers.contracts import NOT_IN_DATABASE_CAVEATS, drugs_not_found
+from mcp_servers.knowledge.trial_criteria import age_range_text
 
 IMPORT_HINT = "`appliance knowledge import openfda FILE` adds FDA labels"
 MAX_ARTICLES = 5
@@ -162,7 +163,9 @@ def trials(result: dict) -> str:
 
 
 def trial_details(result: dict) -> str:
-    lines = [_trial_line(result), f"Ages: {result.get('ages') or 'not stated'}; sex: {result.get('sex') or 'not stated'}."]
+    ages = result.get("ages") or (age_range_text(result.get("minimum_age"), result.get("maximum_age"))
+                                  if result.get("minimum_age") or result.get("maximum_age") else None)
+    lines = [_trial_line(result), f"Ages: {ages or 'not stated'}; sex: {result.get('sex') or 'not stated'}."]
     for title, key in (("Inclusion criteria", "inclusion_criteria"), ("Exclusion criteria", "exclusion_criteria")):
         items = result.get(key) or []
         if items:
