@@ -137,3 +137,18 @@ async def ask(pilot, question: str) -> None:
 
 def texts(app) -> list[str]:
     return [m.text for m in app.main.chat.messages()]
+
+
+OVERRIDE_REASON = "reviewed with the patient at the bedside"
+
+
+async def approve(pilot) -> None:
+    """Approve the open dialog as a clinician would: where approving is an override (the scripted
+    tool boxes answer no drug data, so a prescription's checks do not all run), with a reason
+    of real words first (these apps have no accounts: no password is asked)."""
+    screen = pilot.app.screen
+    if getattr(screen, "is_override", False):
+        from textual.widgets import Input
+
+        screen.query_one("#approval-reason", Input).value = OVERRIDE_REASON
+    await pilot.press("ctrl+y")

@@ -11,8 +11,8 @@ from textual.widgets import Button, Input, OptionList, TextArea
 from appliance.accounts.sessions import SessionStore
 from mcp_servers.contracts import TOOL_LABELS
 from tests.tui.helpers import (
-    IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, GatedModel, ask, chart, good, intent,
-    make_app, ready, settle, texts, wait_until, write_script,
+    IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, approve, ask, chart, good, intent,
+    OVERRIDE_REASON, make_app, ready, settle, texts, wait_until, write_script,
 )
 from tui.screens.approval import ApprovalScreen
 from tui.screens.patient_search import PatientSearchScreen
@@ -22,7 +22,8 @@ WRITE_TOOLS = list(WRITE_ARGS)
 
 
 def calls_of(toolbox, tool):
-    return [args for name, args in toolbox.calls if name == tool]
+    """The calls of ``tool`` with the arguments approved (a prescription's sig is code's reading of them)."""
+    return [{k: v for k, v in args.items() if k != "sig"} for name, args in toolbox.calls if name == tool]
 
 
 async def open_approval(pilot, tool):
@@ -95,7 +96,7 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
                 continue
             assert field_value(screen, name) == ("" if value is None else value)
         assert calls_of(toolbox, tool) == []  # nothing written while the dialog is open
-        await pilot.press("ctrl+y")
+        await approve(pilot)
         await settle(pilot)
         assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
         assert "The record was changed." in texts(app)[-1]  # code's words: what was written
@@ -117,7 +118,10 @@ async def test_a_stray_enter_in_the_approval_dialog_writes_nothing(tmp_path, too
         assert app.screen is screen and calls_of(toolbox, tool) == []
         first = [name for name in WRITE_ARGS[tool] if name != "patient_id"][0]
         assert app.focused is screen.query_one(f"#arg-{first}")  # not the Approve button, not the patient
-        # approving takes an explicit act: focus on the Approve button, then Enter
+        # approving takes an explicit act: focus on the Approve button, then Enter (with an
+        # override's reason where the policy asks for one)
+        if screen.is_override:
+            screen.query_one("#approval-reason", Input).value = OVERRIDE_REASON
         screen.query_one("#approve", Button).focus()
         await pilot.press("enter")
         await settle(pilot)
@@ -150,10 +154,10 @@ async def test_a_rejected_write_never_runs(tmp_path, tool, key):
         execute = [e for e in app.main.trace.events(1) if e.node == "TOOL_EXECUTE"][0]
         assert execute.output["error_type"] == "rejected_by_user"
         assert model.pending() == {}
-        # the pre-formatted rejection and the clinician's reason reached synthesis
-        prompt = synthesis_prompt(model)
+        # code's answer at once: the rejection and the clinician's reason, no model call
         label = TOOL_LABELS[tool]
-        assert f"The clinician did not approve the {label}; nothing was written. Reason given: wrong patient." in prompt
+        assert f"did not approve the {label}; nothing was written. Reason given: wrong patient." in texts(app)[-1]
+        assert SY not in [c.node for c in model.history]
 
 
 @pytest.mark.parametrize("key", ["ctrl+r", "escape"])
@@ -165,15 +169,9 @@ async def test_a_rejection_without_a_reason_claims_none(tmp_path, key):
         await open_approval(pilot, tool)
         await pilot.press(key)
         await settle(pilot)
-        prompt = synthesis_prompt(model)
-        assert "did not approve the Allergy Documentation; nothing was written." in prompt
-        assert "Reason given" not in prompt and calls_of(toolbox, tool) == []
-
-
-def synthesis_prompt(model) -> str:
-    calls = [c for c in model.history if c.node == SY]
-    assert len(calls) == 1
-    return "\n".join(m.content for m in calls[0].messages)
+        answer = texts(app)[-1]
+        assert "did not approve the Allergy Documentation; nothing was written." in answer
+        assert "Reason given" not in answer and calls_of(toolbox, tool) == []
 
 
 async def test_an_edited_argument_is_revalidated(tmp_path):
@@ -217,7 +215,7 @@ async def test_the_approval_dialog_names_the_patient_the_action_and_the_author(t
         intro = str(screen.query_one("#approval-intro").render())
         assert tool not in intro and "arguments" not in intro  # no internal wording
         assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 2  # the gate, the dialog
-        await pilot.press("ctrl+y")
+        await approve(pilot)
         await settle(pilot)
         assert calls_of(toolbox, tool) == [WRITE_ARGS[tool]]  # for the patient shown
 
@@ -261,22 +259,32 @@ async def test_cancelling_after_an_approved_write_reloads_the_chart_and_says_it_
     tool = "prescribe_medication"
     tools = {tool: [{"result": {"id": "new-1", "status": "active"}}],
              "get_patient_chart": [{"result": chart()}] * 2 + [{"result": chart(meds=("lisinopril", "metformin"))}]}
-    model = GatedModel(write_script(tool, approved=True))
-    app, _, toolbox = make_app(tmp_path, tools=tools, model=model)
+    app, _, toolbox = make_app(tmp_path, write_script(tool, approved=True), tools)
+    real_call, wrote, release = toolbox.call, threading.Event(), threading.Event()
+
+    def slow_answer(name, args, deadline, **kw):  # the record wrote; the answer is not back yet
+        outcome = real_call(name, args, deadline, **kw)
+        if name == tool:
+            wrote.set()
+            release.wait(10)
+        return outcome
+
+    toolbox.call = slow_answer
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app._set_patient("abc-123", "John Smith")
         await settle(pilot)
         await open_approval(pilot, tool)
-        await pilot.press("ctrl+y")
-        await wait_until(pilot, model.first_piece.is_set, what="the answer to start")
+        await approve(pilot)
+        await wait_until(pilot, wrote.is_set, what="the write")
         await pilot.press("escape")
+        release.set()
         await settle(pilot)
         assert app.turn is None and calls_of(toolbox, tool) == [WRITE_ARGS[tool]]
         assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * 3  # gate, then reloaded
         assert "metformin" in str(app.main.patient.query_one("#patient-body").render())
         severity, notice = app.notices[-1]
-        assert "cancelled" in notice and "saved to the record" in notice and "Prescription for abc-123" in notice
+        assert "cancelled" in notice and "saved to the record" in notice
         reply = app.main.chat.messages()[-1]
         assert reply.has_class("cancelled") and "saved to the record" in reply.text
         stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.session.id)
