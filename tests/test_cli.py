@@ -33,7 +33,8 @@ def test_scripted_ask_prints_the_path_as_json(tmp_path, capsys, appliance_home):
     assert [c["classification"] for c in out["tool_calls"]] == ["error_retryable", "success_rich"]
     assert out["tool_calls"][0]["args"] == {"drug_name": "amiodarone"}
     assert out["router"][0]["next"] == "ERROR_HANDLER" and out["router"][0]["reason"]
-    assert out["intent"] == "TOOL_NEEDED" and out["response"] == "Amiodarone carries boxed warnings."
+    assert out["intent"] == "TOOL_NEEDED"  # code routes a named drug's warnings: the model is not asked
+    assert out["response"].startswith("Amiodarone: from its label summary.\nBoxed warning: Pulmonary toxicity.")
     assert {t["node"] for t in out["timings"]} == set(out["path"])
     assert out["model_notice"] == "demo model: answers are not clinical advice"
     assert out["disclaimer"] is None  # no patient data was used
@@ -44,7 +45,7 @@ def test_plain_ask_prints_the_demo_notice_above_the_answer(tmp_path, capsys, app
     script.write_text(json.dumps(SCRIPT))
     assert main(["ask", "Check FDA warnings for amiodarone", "--script", str(script)]) == 0
     assert capsys.readouterr().out.splitlines()[:2] == [
-        "[demo model: answers are not clinical advice]", "Amiodarone carries boxed warnings."]
+        "[demo model: answers are not clinical advice]", "Amiodarone: from its label summary."]
 
 
 @pytest.mark.parametrize("content,words", [

@@ -91,7 +91,7 @@ def render(state: AgentState, r: ToolResult, drug_count: int | None = None) -> s
     if r.tool_name == "search_patient":
         return _search(r)
     if r.tool_name == "check_drug_safety":
-        return knowledge_answers.safety(r.result, state.user_query)
+        return knowledge_answers.safety({"drug": (r.args or {}).get("drug_name"), **r.result}, state.user_query)
     if r.tool_name == "check_drug_interactions":
         return knowledge_answers.interactions(r.result, drug_count)
     renderer = knowledge_answers.RENDERERS.get(r.tool_name)

@@ -48,7 +48,7 @@ def test_ground_prints_one_line_per_entity_and_a_summary(appliance_home, tmp_pat
     (["ground", "   "], "nothing to ground"),
     (["ground", "x" * 4001], "longer than 4000"),
     (["eval", "grounding", "--limit", "0"], "--limit must be at least 1"),
-    (["eval", "grounding", "--data", "/nonexistent/rows.json"], "cannot read"),
+    (["eval", "grounding", "--data", "/nonexistent/rows.json"], "does not exist"),
     (["eval", "grounding", "--recompute", "/nonexistent"], "not a grounding run directory"),
 ])
 def test_refusals_are_one_line_and_exit_2(appliance_home, capsys, argv, message):
