@@ -76,7 +76,8 @@ async def test_the_conversation_keeps_ten_lines_at_80x24_with_the_trace_showing(
 async def test_opening_another_patient_never_takes_a_running_question_off_the_screen(tmp_path):
     from tests.tui.helpers import GatedModel
 
-    model = GatedModel({IC: [intent(), intent()], RC: [good()], SY: ["About John Smith.", "Hypertension is raised pressure."]})
+    # the first answer ("Summarise his care") is the chart's, in code's words; only the second is the model's
+    model = GatedModel({IC: [intent(), intent()], RC: [good()], SY: ["Hypertension is raised pressure."]})
     tools = {"get_patient_chart": [{"result": chart("abc-123")}] * 3 + [{"result": chart("pat-002", "Maria Garcia")}] * 2}
     app, _, _ = make_app(tmp_path, None, tools, model=model)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -24,7 +24,7 @@ async def test_the_demo_notice_stays_on_screen(tmp_path):
 async def test_an_answer_from_the_chart_carries_the_reminder_and_a_general_one_does_not(tmp_path):
     script = {IC: [intent("get_patient_chart"), intent()],
               TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"}],
-              RC: [good()], SY: ["John Smith takes lisinopril.", "Hypertension is raised blood pressure."]}
+              RC: [good()], SY: ["Hypertension is raised blood pressure."]}  # the chart's answer is code's
     app, _, _ = make_app(tmp_path, script, {"get_patient_chart": [{"result": chart()}] * 3})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -37,7 +37,7 @@ async def test_an_answer_from_the_chart_carries_the_reminder_and_a_general_one_d
         first, second = app.main.chat.messages()[1], app.main.chat.messages()[3]
         assert first.footnote and "verify it against the chart" in str(first.render())
         assert second.footnote is None and "verify" not in str(second.render())
-        assert first.text == "John Smith takes lisinopril."  # the answer itself is unchanged
+        assert first.text.startswith("From the chart of John Smith")  # the answer itself is unchanged
 
 
 async def test_a_session_exports_as_a_private_markdown_file(tmp_path):
@@ -59,7 +59,7 @@ async def test_a_session_exports_as_a_private_markdown_file(tmp_path):
     text = exported[0].read_text()
     assert text.startswith("# Review the chart\n")
     assert "- Patient: abc-123" in text and "demo model: answers are not clinical advice" in text
-    assert "## 1. Review the chart" in text and "John Smith takes lisinopril." in text
+    assert "## 1. Review the chart" in text and "From the chart of John Smith" in text
     assert "Consulting a source" in text and "Patient Record (patient: abc-123)" in text  # the trace, in words
     assert stat.S_IMODE(exported[0].stat().st_mode) == 0o600
 
