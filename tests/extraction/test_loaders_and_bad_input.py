@@ -97,7 +97,7 @@ def test_a_missing_file_and_a_folder(tmp_path, capsys):
     folder = tmp_path / "dir.txt"
     folder.mkdir()
     assert main(["extract", str(folder)]) == 2
-    assert "is a directory" in capsys.readouterr().err
+    assert "is a folder, not a file" in capsys.readouterr().err
 
 
 def test_an_owner_password_only_pdf_opens(tmp_path):
