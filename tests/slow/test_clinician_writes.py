@@ -93,7 +93,10 @@ def test_the_line_session_signs_in_and_writes_in_the_clinicians_name(home, tmp_p
     done = run(home, ["session", "--script", str(script)], f"AOKAFOR\n{PASSWORD}\n{QUESTION}\ny\n/quit\n")
     assert done.returncode == 0, done.stderr
     assert "Signed in as Dr. Ada Okafor (aokafor): your writes carry your name." in done.stdout
-    assert "Author: aokafor\n" in done.stdout and "The penicillin allergy is recorded." in done.stdout
+    assert "Author: aokafor\n" in done.stdout
+    # code says the write in its own words; the scripted model's answer is never asked for
+    assert "Recorded an allergy to penicillin (hives). The record was changed." in done.stdout
+    assert "The penicillin allergy is recorded." not in done.stdout
     assert PASSWORD not in done.stdout + done.stderr
     assert written(home) == [("aokafor", "aokafor")]
 

@@ -39,9 +39,12 @@ def test_the_demo_notice_and_the_chart_reminder_in_the_line_session(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "*** DEMO MODEL: ANSWERS ARE NOT CLINICAL ADVICE ***" in out
-    first, second = out.split("Hypertension is persistently raised arterial pressure.")[1].split("John Smith has")
+    # the chart read is answered in code's words (the scripted model's second answer is never asked for)
+    first, second = out.split("Hypertension is persistently raised arterial pressure.")[1].split(
+        "From the chart of John Smith (born 1958-03-14, ID abc-123):")
     assert "[demo model: answers are not clinical advice]" in first and "verify it against the chart" not in first
-    assert "verify it against the chart" in second
+    assert "- Metformin 500 mg twice daily" in second and "John Smith has type 2 diabetes" not in out
+    assert "verify it against the chart" in second and "[demo model: answers are not clinical advice]" in second
 
 
 @pytest.mark.heavy
