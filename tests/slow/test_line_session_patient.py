@@ -57,14 +57,17 @@ def test_the_current_patient_carries_reads_and_approved_writes(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     steps = [
-        "Maria Garcia is in the record.", "Current patient: pat-001 (Maria Garcia).",
-        "[pat-001 (Maria Garcia)] > ", "Her chart shows hypertension.",
+        # every result here is one code reads, so the answers are code's words, never the model's
+        "Found Maria Garcia (born 1971-08-22, ID pat-001).", "Current patient: pat-001 (Maria Garcia).",
+        "[pat-001 (Maria Garcia)] > ", "From the chart of Maria Garcia (born 1971-08-22, ID pat-001):",
         "The assistant proposes a change to the record: Record an allergy to", "Patient: pat-001 (Maria Garcia)\n",
-        "Approve this write? [y/N]", "The penicillin allergy is recorded.",
+        "Approve this write? [y/N]", "Recorded an allergy to penicillin (hives). The record was changed.",
         "I found 3 patients matching 'James Wilson'. Which one did you mean?",
         "- James Wilson, born 1967-04-19, ID pat-003", "No current patient (was pat-001 (Maria Garcia)).",
-        "[no patient] > ", "He has gout.", "Current patient: pat-003 (James Wilson).",
-        "[pat-003 (James Wilson)] > ",
+        "[no patient] > ", "From the chart of James Wilson (born 1967-04-19, ID pat-003):",
+        "Current patient: pat-003 (James Wilson).", "[pat-003 (James Wilson)] > ",
+        # the conversation was about Maria Garcia: opening James Wilson starts a new one
+        "A new conversation starts for pat-003 (James Wilson); the previous one is saved",
         "pat-7 is not a patient ID I know: the record holds no such patient. Which patient did you mean?",
         "[pat-003 (James Wilson)] > ",  # unchanged by an ID the record does not hold
         # /patient confirms who it is from the chart: name, birth date, sex and allergies
@@ -78,6 +81,7 @@ def test_the_current_patient_carries_reads_and_approved_writes(tmp_path: Path):
         assert found >= 0, f"missing after position {at}: {step!r}\n{out[at:at + 1500]}"
         at = found + len(step)
     assert "I need a patient ID" not in out and "[problem]" not in done.stderr
+    assert not any(said in out for said in SCRIPT["SYNTHESIZE"])  # no model answer was asked for
 
     db = sqlite3.connect(tmp_path / "home" / "ehr.sqlite")
     written = db.execute("SELECT patient_id, reaction, source FROM allergy_intolerances WHERE substance = 'penicillin'"
