@@ -43,7 +43,7 @@ async def _error_type(client: Client, tool: str, args: dict) -> str:
 async def _ehr(client: Client) -> None:
     assert {t.name for t in await client.list_tools()} == {
         "search_patient", "get_patient_chart", "prescribe_medication", "add_allergy", "save_clinical_note",
-        "record_audit_event"}
+        "record_audit_event", "change_medication_order", "update_medication_status"}
     found = (await client.call_tool("search_patient", {"name": "Maria Garcia"})).data
     pid = found["matches"][0]["patient_id"]
     chart = (await client.call_tool("get_patient_chart", {"patient_id": pid})).data
