@@ -11,6 +11,7 @@ from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
 from appliance.tools.mcp_client import MCPToolBox
 from ehr_db.setup import ensure_database
+from tests.agent.helpers import approve_as_override
 
 IA, IC, TS, TE, RC, DR, EH, SY = (
     "INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",
@@ -61,7 +62,8 @@ def test_real_search_then_chart(tools):
     assert result.path == [IA, IC, TS, TE, RC, DR, TS, TE, RC, DR, SY]
     assert [c["tool"] for c in result.tool_calls] == ["search_patient", "get_patient_chart"]
     assert all(c["error_type"] is None for c in result.tool_calls)
-    assert "[Patient Record]" in model.history[-1].messages[-1].content
+    assert SY not in [c.node for c in model.history]  # the chart's answer is code's words
+    assert "Maria Garcia" in result.response and result.response.startswith("From the chart of")
 
 
 def test_approved_write_reaches_the_real_record_and_a_rejected_one_does_not(tools):
@@ -72,14 +74,26 @@ def test_approved_write_reaches_the_real_record_and_a_rejected_one_does_not(tool
 
     def run(approver):
         # the words give the whole order: code's call, the clinician's words as written ("500mg")
-        model = ScriptedModel({IC: [intent("prescribe_medication")], RC: [good()], SY: ["Done."]})
-        return Agent(model, tools, Settings(), approver, drugs=None).run_turn("Prescribe metformin 500mg twice daily for abc-123")
+        # (the answer is code's words: no result classification and no synthesis is scripted)
+        model = ScriptedModel({IC: [intent("prescribe_medication")]})
+        result = Agent(model, tools, Settings(), approver, drugs=None).run_turn("Prescribe metformin 500mg twice daily for abc-123")
+        assert model.pending() == {}
+        return result
 
     rejected = run(deny_all)
     assert rejected.tool_calls[0]["error_type"] == "rejected_by_user"
+    assert "The record was changed" not in rejected.response
     assert meds() == before
-    approved = run(approve_all)
+    # A plain approval of a prescription that could not be fully checked is refused by the policy.
+    plain = run(approve_all)
+    assert plain.tool_calls[0]["error_type"] is not None
+    assert meds() == before
+    # With no drug data (drugs=None) the prescription cannot be fully checked: the clinician's
+    # approval is an override with a reason and the password given again.
+    approved = run(approve_as_override)
     assert approved.tool_calls[0]["error_type"] is None
+    assert approved.response.startswith("Prescribed metformin 500mg twice daily")
+    assert "The record was changed." in approved.response
     after = meds()
     assert len(after) == len(before) + 1
     new = [m for m in after if m not in before][0]
