@@ -10,7 +10,7 @@ from common import locations
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from tests.tui.helpers import (
-    SY, WRITE_QUESTIONS, ask, ready, settle, wait_until, write_script,
+    SY, WRITE_QUESTIONS, approve, ask, ready, settle, wait_until, write_script,
 )
 from tui.app import ClinicApp
 from tui.screens.approval import ApprovalScreen
@@ -95,7 +95,10 @@ async def test_writes_reach_the_real_ehr_only_after_approve(home):
         await ask(pilot, WRITE_QUESTIONS["prescribe_medication"])
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
         assert "metformin" not in chart_medications(app, "abc-123")  # not written while asking
-        await pilot.press("ctrl+y")
+        # John Smith already takes metformin: a HIGH duplicate, so approving is an override with a reason
+        assert app.screen.is_override
+        assert str(app.screen.query_one("#approval-headline").render()).startswith("HIGH duplicate")
+        await approve(pilot)
         await wait_until(pilot, lambda: app.turn is None, timeout=60, what="the turn")
         await settle(pilot)
         assert "metformin" in chart_medications(app, "abc-123")
