@@ -12,7 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def turn_patients(patient_id: str | None, trace: Iterable) -> set[str]:

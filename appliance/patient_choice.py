@@ -22,8 +22,8 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from appliance.agent.patient_refs import Candidate, candidates_in, choose
 from ehr_db.name_match import closest_in

@@ -12,7 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 

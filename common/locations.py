@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from common import environment
 
@@ -121,7 +121,7 @@ def installed_models_dir() -> Path:
 def new_run_dir(kind: str, root: Path | None = None) -> Path:
     """A fresh private folder for one evaluation run, ``<root>/<kind>-<UTC stamp>[-n]`` (root:
     ``runs/`` in the data home)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = private_dir(root or data_home() / "runs")
     path = base / f"{kind}-{stamp}"
     n = 1

@@ -43,7 +43,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlite_utils import Database, Migrations
@@ -162,7 +162,7 @@ def read_snapshot(db: Database) -> Iterator[Database]:
 
 def now_iso() -> str:
     """The current UTC time, ISO 8601 to the second (how the stores record times)."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 # -- migrations ------------------------------------------------------------------------------

@@ -43,15 +43,15 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sqlite_utils import Database
 
 from common.sqlite import now_iso
 from ehr_db.errors import EhrError
-
 
 GENESIS = "0" * 64
 CHAINED_FIELDS = ("seq", "at", "actor", "tool", "arguments", "result", "outcome")

@@ -38,7 +38,7 @@ import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -46,7 +46,13 @@ from sqlite_utils import Database
 from common.locations import PRIVATE_FILE_MODE
 from common.sqlite import DatabaseCorrupt, opened, write_transaction
 from ehr_db import audit, custody, heads
-from ehr_db.backup_manifest import file_sha256, make_manifest, manifest_path, read_manifest, write_private_json
+from ehr_db.backup_manifest import (
+    file_sha256,
+    make_manifest,
+    manifest_path,
+    read_manifest,
+    write_private_json,
+)
 from ehr_db.errors import DatabaseNotReady, EhrError
 from ehr_db.migrations import MIGRATIONS, applied_migrations, migrate
 
@@ -126,7 +132,7 @@ class RestoreReport:
 
 
 def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _new_private(path: Path) -> None:

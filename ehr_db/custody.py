@@ -89,7 +89,7 @@ def ledger_digest(entries: Iterable[tuple[str, str, str | None, str | None]]) ->
     each: the two names length-prefixed, the digests (or '-')."""
     h = hashlib.sha256()
     for table, row_id, before, after in sorted(entries, key=lambda e: (e[0], e[1])):
-        h.update(f"{len(table)}:{table}|{len(row_id)}:{row_id}|{before or '-'}|{after or '-'}\n".encode("utf-8"))
+        h.update(f"{len(table)}:{table}|{len(row_id)}:{row_id}|{before or '-'}|{after or '-'}\n".encode())
     return h.hexdigest()
 
 
@@ -314,6 +314,6 @@ def table_digests(db: Database) -> dict[str, dict]:
         for values in cursor:
             n += 1
             row_id = str(values[index])
-            h.update(f"{len(row_id)}:{row_id}|{digest(values)}\n".encode("utf-8"))
+            h.update(f"{len(row_id)}:{row_id}|{digest(values)}\n".encode())
         out[table] = {"rows": n, "sha256": h.hexdigest()}
     return out

@@ -26,8 +26,14 @@ from typing import Any
 from sqlite_utils import Database
 
 from common.sqlite import now_iso, write_transaction
-from ehr_db.codes import LOINC_TESTS, RXNORM_SYSTEM, SNOMED_CONDITIONS, interpretation, rxnorm_for
 from ehr_db import custody
+from ehr_db.codes import (
+    LOINC_TESTS,
+    RXNORM_SYSTEM,
+    SNOMED_CONDITIONS,
+    interpretation,
+    rxnorm_for,
+)
 from ehr_db.repository import name_key
 
 DEMO_FILE = Path(__file__).parent / "demo" / "patients.json"

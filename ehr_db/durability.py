@@ -158,7 +158,7 @@ def check(db: Path, log: Path) -> dict:
             rows |= {r[0] for r in conn.execute(f"SELECT id FROM {table} WHERE author = ? AND source = 'appliance'",
                                                 [AUTHOR])}
         audited: dict[str, int] = {}
-        for tool, result in conn.execute(
+        for _tool, result in conn.execute(
                 f"SELECT tool, result FROM audit_log WHERE actor = ? AND tool IN ({','.join('?' * len(WRITE_TABLES))})",
                 [AUTHOR, *WRITE_TABLES]):
             record = (json.loads(result) or {}).get("id") if result else None

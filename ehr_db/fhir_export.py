@@ -32,7 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -99,8 +99,8 @@ def _since_text(value: str) -> str:
     except ValueError:
         raise ExportError(f"--since {value!r} is not a date (YYYY-MM-DD) or an ISO date and time") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).replace(microsecond=0).isoformat()
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).replace(microsecond=0).isoformat()
 
 
 # -- the cursor --------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def build_bundle(db: Database, writes: list[Write], record_id: str, progress: Ca
                         "request": {"method": "POST", "url": "Patient",
                                     "ifNoneExist": f"identifier={fr.PATIENT_ID_SYSTEM}|{pid}"}})
     urls: dict[tuple[str, str], str] = {}
-    for (table, row_id), row in rows.items():
+    for table, row_id in rows:
         rtype = EXPORTED[table]
         urls[(table, row_id)] = fr.full_url(rtype, row_id)
     for (table, row_id), row in rows.items():
@@ -281,7 +281,7 @@ def export_bundle(db_path: Path, out: Path, key_path: Path, cursor_path: Path, *
     key = signing.load_private(key_path)
     out = Path(out)
     if out.is_dir():
-        out = out / f"ehr-export-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
+        out = out / f"ehr-export-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
     if not out.parent.is_dir():
         raise ExportError(f"the folder {out.parent} does not exist")
     if not Path(db_path).exists():

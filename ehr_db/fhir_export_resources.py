@@ -28,7 +28,12 @@ import uuid
 from typing import Any
 
 from ehr_db.codes import LOINC_SYSTEM, RXNORM_SYSTEM
-from ehr_db.fhir_mapping import NOTE_TYPES_BY_LOINC, SIG_COLUMNS, SIG_URL, TEST_DATA_LABEL
+from ehr_db.fhir_mapping import (
+    NOTE_TYPES_BY_LOINC,
+    SIG_COLUMNS,
+    SIG_URL,
+    TEST_DATA_LABEL,
+)
 
 PATIENT_ID_SYSTEM = "urn:clinical-appliance:patient-id"
 RESOURCE_ID_SYSTEM = "urn:clinical-appliance:resource-id"

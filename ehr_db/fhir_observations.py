@@ -20,7 +20,15 @@ from typing import Any
 
 from ehr_db import units
 from ehr_db.codes import LOINC_SYSTEM, interpretation, interpretation_from_code
-from ehr_db.fhir_mapping import Resolver, Skip, concept_text, encounter_ref, find_coding, first_of, subject_patient
+from ehr_db.fhir_mapping import (
+    Resolver,
+    Skip,
+    concept_text,
+    encounter_ref,
+    find_coding,
+    first_of,
+    subject_patient,
+)
 
 SUPPORTED_CATEGORIES = ("laboratory", "vital-signs")
 

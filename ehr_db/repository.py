@@ -33,7 +33,7 @@ import json
 import re
 import unicodedata
 import uuid
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +147,7 @@ class EhrRepository:
         """The patient's chart (``ehr_db.chart.read_chart``), read in one snapshot."""
         pid = validation.patient_id(patient_id)
         with self._open() as db, read_snapshot(db):
-            return read_chart(db, pid, today or datetime.now(timezone.utc).date())
+            return read_chart(db, pid, today or datetime.now(UTC).date())
 
     # -- writes ---------------------------------------------------------------------------
 

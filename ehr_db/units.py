@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-
 SIGNIFICANT_DIGITS = 4  # a converted value keeps no more precision than a lab reports
 
 

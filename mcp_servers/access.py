@@ -37,7 +37,7 @@ import re
 import secrets
 import sys
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from common.locations import PRIVATE_FILE_MODE, data_home
@@ -152,7 +152,7 @@ def add_terminal(name: str, account: str, path: Path | None = None) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _record(path: Path, entry: dict) -> None:

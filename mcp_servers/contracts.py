@@ -21,10 +21,17 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from common.patient_ids import MAX_PATIENT_ID_LENGTH
+
 # How a tool fails is part of its contract: its callers read these names from here too.
-from mcp_servers.tool_errors import ERROR_TYPES, NOT_IN_DATABASE_CAVEATS, ErrorType  # noqa: F401
-from mcp_servers.tool_errors import drugs_not_found, drugs_not_found_text  # noqa: F401
-from mcp_servers.tool_errors import parse_tool_error, tool_error_message  # noqa: F401
+from mcp_servers.tool_errors import (  # noqa: F401  # noqa: F401  # noqa: F401
+    ERROR_TYPES,
+    NOT_IN_DATABASE_CAVEATS,
+    ErrorType,
+    drugs_not_found,
+    drugs_not_found_text,
+    parse_tool_error,
+    tool_error_message,
+)
 
 # MCP annotations of a lookup that reads a rebuilt store and nothing else (the UMLS and
 # knowledge servers' tools): same answer for the same call, no side effect, nothing outside.

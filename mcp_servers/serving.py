@@ -23,8 +23,8 @@ import argparse
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from fastmcp.exceptions import ToolError, ValidationError
 from fastmcp.server.middleware import Middleware

@@ -21,9 +21,10 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 _EOCD = b"PK\x05\x06"
 _ZIP64_LOCATOR = b"PK\x06\x07"

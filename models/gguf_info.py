@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from models.errors import ModelFileError
 from models.profiles import ModelProfile

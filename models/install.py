@@ -21,10 +21,10 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from models.errors import ModelFileError
 from models.gguf_info import ModelIdentityError, check_identity
@@ -145,7 +145,7 @@ def install(source: Path, profile: ModelProfile, folder: Path, *, check: Callabl
             partial_path.unlink(missing_ok=True)
         raise
     entry = Installed(profile.name, profile.file_name, sha, size, profile.mmproj_file if mmproj else None, mm_sha,
-                      datetime.now(timezone.utc).isoformat(timespec="seconds"), str(source.resolve()))
+                      datetime.now(UTC).isoformat(timespec="seconds"), str(source.resolve()))
     registry[profile.name] = entry
     tmp = folder / f"{REGISTRY}.tmp"
     tmp.write_text(json.dumps({"profiles": {k: asdict(v) for k, v in registry.items()}}, indent=2) + "\n",

@@ -9,11 +9,10 @@ count, name), which ``appliance model install`` and the clinic host check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import ConfigError
-
 
 DEMO_NOTICE = "demo model: answers are not clinical advice"
 NOT_VALIDATED_NOTICE = ("not validated for clinical use: this model file has not passed the site's acceptance run "

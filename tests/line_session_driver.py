@@ -59,8 +59,8 @@ def run_session(monkeypatch, tmp_path, lines: list[str], script: dict | None = N
         return line
 
     monkeypatch.setattr("builtins.input", fake_input)
-    import io
     import contextlib
+    import io
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -7,13 +7,20 @@ import sqlite3
 import stat
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from argon2 import PasswordHasher
 
 from appliance.accounts import (
-    AccountError, AccountLocked, AccountStore, SignInPolicy, SignInRefused, WRONG, policy_path, write_policy,
+    WRONG,
+    AccountError,
+    AccountLocked,
+    AccountStore,
+    SignInPolicy,
+    SignInRefused,
+    policy_path,
+    write_policy,
 )
 from appliance.config import Settings
 from common.sqlite import applied_migrations, opened
@@ -25,7 +32,7 @@ PASSWORD = "correct horse battery"
 
 class Clock:
     def __init__(self):
-        self.now = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+        self.now = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from appliance.accounts import AccountStore, SignInRefused
-from appliance.cli import main
 from appliance.accounts.sign_in import line_sign_in
+from appliance.cli import main
 
 pytestmark = pytest.mark.timeout(60)
 PASSWORD = "correct horse battery"

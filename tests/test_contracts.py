@@ -8,7 +8,15 @@ import importlib
 import pytest
 from fastmcp import Client
 
-from mcp_servers.contracts import APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, SIG, SIG_TOOLS, TOOL_SERVERS, WRITE_TOOLS
+from mcp_servers.contracts import (
+    APPROVAL,
+    ARG_SCHEMAS,
+    IDEMPOTENCY_KEY,
+    SIG,
+    SIG_TOOLS,
+    TOOL_SERVERS,
+    WRITE_TOOLS,
+)
 
 SERVERS = sorted({s for s in TOOL_SERVERS.values() if s != "local"}) + ["umls"]
 

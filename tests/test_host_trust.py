@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers import access
-from mcp_servers.ehr import server as ehr
 from mcp_servers.contracts import parse_tool_error
+from mcp_servers.ehr import server as ehr
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 
 pytestmark = pytest.mark.timeout(120)

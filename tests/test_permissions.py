@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from appliance.cli import main
 from appliance.accounts.sessions import SessionStore
+from appliance.cli import main
 from common import sqlite
 from common.locations import make_private
 

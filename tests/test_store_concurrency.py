@@ -11,9 +11,9 @@ from pathlib import Path
 from fastmcp import Client
 
 from mcp_servers.knowledge import server as knowledge
-from mcp_servers.umls import server as umls
 from mcp_servers.knowledge.importers.driver import import_openfda_labels
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
+from mcp_servers.umls import server as umls
 from mcp_servers.umls.importer import import_rrf
 from mcp_servers.umls.store import ensure_database as ensure_umls
 

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from mcp_servers import access
 from common.locations import PROJECT_ROOT
+from mcp_servers import access
 
 
 def test_a_token_is_shown_once_and_only_a_one_way_check_is_kept(tmp_path):
@@ -201,7 +201,8 @@ def test_serve_refuses_clearly_without_a_built_model_server(tmp_path):
 
 def test_the_value_kept_is_not_a_terminals_model_server_key(tmp_path):
     """The issue's case: the value kept in terminals.json was itself a working model server key."""
-    from mcp_servers.access import add_terminal, key_check, read_terminals, token_digest as terminal_key
+    from mcp_servers.access import add_terminal, key_check, read_terminals
+    from mcp_servers.access import token_digest as terminal_key
 
     token = add_terminal("desk-1", "operator", tmp_path / "terminals.json")
     [kept] = [t.token_check for t in read_terminals(tmp_path / "terminals.json")]

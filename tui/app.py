@@ -34,9 +34,9 @@ from textual.app import App
 from textual.screen import Screen
 
 from appliance.accounts import Account, AccountStore
+from appliance.accounts.sessions import SessionStore, SessionStoreError
 from appliance.config import Settings
 from appliance.errors import ApplianceError, GenerationCancelled
-from appliance.accounts.sessions import SessionStore, SessionStoreError
 from appliance.llm.base import VisionModel
 from appliance.patient_choice import Shown
 from appliance.runtime import model_files
@@ -45,20 +45,27 @@ from models.projector import projector_problem
 from tui import events
 from tui.actions import app_bindings
 from tui.approval import ApprovalBridge, ApprovalContext
+from tui.backend import (
+    ModelLoader,
+    ToolsFactory,
+    call_tool,
+    close_quietly,
+    real_model_loader,
+    real_tools_factory,
+)
 from tui.chart_words import allergy_status, identity_line
 from tui.clinician import ClinicianHandling
-from tui.backend import call_tool, ModelLoader, ToolsFactory, close_quietly, real_model_loader, real_tools_factory
 from tui.commands import ClinicCommands
 from tui.patients import PatientHandling
 from tui.prescreen import PrescreenHandling
+from tui.saved_sessions import SessionHandling
 from tui.screens.approval import ApprovalScreen
 from tui.screens.attach_image import AttachImageScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.services import ServiceHandling
-from tui.saved_sessions import SessionHandling
-from tui.widgets.question_input import QuestionInput
 from tui.turn_messages import TurnMessages
+from tui.widgets.question_input import QuestionInput
 from tui.workers import Closing, Turn, abandonable
 
 log = logging.getLogger(__name__)

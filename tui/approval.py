@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from textual.app import App
 

@@ -7,7 +7,7 @@ Invariant: these factories run inside worker threads; they never touch widgets.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from appliance.config import Settings
 from appliance.tools.base import ToolOutcome

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from appliance.agent.state import TraceEvent
 from appliance.accounts.sessions import Session, StoredMessage
+from appliance.agent.state import TraceEvent
 from appliance.wording import local_time
 from common.locations import PRIVATE_FILE_MODE, private_dir
 from tui.widgets.trace_panel import approval_line, trace_line

@@ -18,8 +18,8 @@ from appliance.patient_choice import Shown, open_request, resolve
 from appliance.tools.base import ToolOutcome
 from tui import events
 from tui.backend import call_tool
-from tui.services import SERVER_FAULTS
 from tui.screens.patient_search import PatientSearchScreen
+from tui.services import SERVER_FAULTS
 from tui.workers import Closing, abandonable
 
 CHART_DEADLINE = 10.0

@@ -26,12 +26,12 @@ import time
 
 from textual import work
 
-from appliance.medication.names import DrugRecogniser, library_lexicon
 from appliance.errors import ApplianceError
+from appliance.medication.names import DrugRecogniser, library_lexicon
+from appliance.runtime import acceptance_status
 from common.locations import logs_dir
 from mcp_servers.contracts import TOOL_SERVERS
 from tui import events
-from appliance.runtime import acceptance_status
 from tui.backend import SERVERS, close_quietly, ping_all, real_model_loader
 from tui.workers import Closing, abandonable
 

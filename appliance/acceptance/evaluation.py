@@ -12,9 +12,9 @@ short, start over).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from appliance.llm.base import LanguageModel
 

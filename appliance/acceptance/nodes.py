@@ -21,7 +21,12 @@ import re
 import time
 
 from appliance.acceptance.cases import Case
-from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
+from appliance.agent.nodes import (
+    error_handler,
+    intent_classify,
+    result_classify,
+    tool_select,
+)
 from appliance.agent.nodes.input_assembly import extract_entities
 from appliance.agent.nodes.router import Limits
 from appliance.agent.orders import code_patient, prescription_from_words

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from appliance.acceptance import store
 from appliance.acceptance.cases import DEFAULT_CASES, load_cases, set_digest
@@ -84,7 +84,7 @@ def _config(run_dir: Path, setup: dict, resume: bool) -> None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def run_acceptance(model: LanguageModel, run_dir: Path, identity: dict, *, cases_path: Path = DEFAULT_CASES,

@@ -34,11 +34,27 @@ the other local store that keeps a copy of the EHR's chain head).
 """
 
 from appliance.accounts.model import (
-    MAX_DISPLAY_CHARS, MAX_PASSWORD_CHARS, MAX_ROLE_CHARS, MIN_PASSWORD_CHARS, NAME_PATTERN, WRONG, Account,
-    AccountError, AccountLocked, SignInRefused, check_name, check_password,
+    MAX_DISPLAY_CHARS,
+    MAX_PASSWORD_CHARS,
+    MAX_ROLE_CHARS,
+    MIN_PASSWORD_CHARS,
+    NAME_PATTERN,
+    WRONG,
+    Account,
+    AccountError,
+    AccountLocked,
+    SignInRefused,
+    check_name,
+    check_password,
 )
 from appliance.accounts.policy import (
-    MAX_POLICY_FAILURES, MAX_POLICY_MINUTES, POLICY_FILE, SignInPolicy, policy_path, read_policy, write_policy,
+    MAX_POLICY_FAILURES,
+    MAX_POLICY_MINUTES,
+    POLICY_FILE,
+    SignInPolicy,
+    policy_path,
+    read_policy,
+    write_policy,
 )
 from appliance.accounts.store import MIGRATIONS, STORE, AccountStore
 

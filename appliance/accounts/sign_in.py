@@ -17,7 +17,15 @@ import getpass
 import sys
 from typing import TextIO
 
-from appliance.accounts import WRONG, Account, AccountError, AccountLocked, AccountStore, SignInRefused, check_password
+from appliance.accounts import (
+    WRONG,
+    Account,
+    AccountError,
+    AccountLocked,
+    AccountStore,
+    SignInRefused,
+    check_password,
+)
 from appliance.config import Settings
 from common import environment
 

@@ -7,14 +7,22 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlite_utils import Database
 
 from appliance.accounts.model import (
-    MAX_DISPLAY_CHARS, MAX_ROLE_CHARS, WRONG, Account, AccountError, AccountLocked, SignInRefused, check_name,
-    check_password, optional_text,
+    MAX_DISPLAY_CHARS,
+    MAX_ROLE_CHARS,
+    WRONG,
+    Account,
+    AccountError,
+    AccountLocked,
+    SignInRefused,
+    check_name,
+    check_password,
+    optional_text,
 )
 from appliance.accounts.policy import policy_path, read_policy
 from appliance.config import Settings
@@ -63,11 +71,11 @@ def m002_record_heads(db: Database) -> None:
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat()
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat()
 
 
 class _Disabled(SignInRefused):
@@ -93,7 +101,7 @@ class AccountStore:
         self._dummy: str | None = None  # a hash to check unknown names against
 
     @classmethod
-    def from_settings(cls, settings: Settings, path: Path | str | None = None) -> "AccountStore":
+    def from_settings(cls, settings: Settings, path: Path | str | None = None) -> AccountStore:
         """The store in the data home (or at ``path``) with the operator's policy file beside it;
         ``settings`` holds nothing about sign-in (see the module docstring)."""
         path = Path(path) if path is not None else accounts_db_path()

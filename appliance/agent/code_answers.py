@@ -19,7 +19,6 @@ from appliance.agent import chart_answers, knowledge_answers
 from appliance.agent.state import AgentState, ToolResult
 from mcp_servers.contracts import WRITE_TOOLS
 
-
 # Look-ups whose "nothing found" text names what was searched, clinician-safe by contract.
 _SAYS_WHAT_IT_SEARCHED = frozenset({"find_clinical_trials", "search_medical_literature", "get_trial_details"})
 

@@ -20,10 +20,9 @@ from __future__ import annotations
 import threading
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from appliance.medication.names import DrugRecogniser
 from appliance.agent import knowledge_requests
 from appliance.agent.nodes import (
     error_handler,
@@ -35,12 +34,19 @@ from appliance.agent.nodes import (
     tool_execute,
     tool_select,
 )
-from appliance.agent.state import NODE_LABELS, AgentState, Node, RouterDecision, TraceEvent
+from appliance.agent.state import (
+    NODE_LABELS,
+    AgentState,
+    Node,
+    RouterDecision,
+    TraceEvent,
+)
 from appliance.config import Settings
-from appliance.safety.chart_gate import ChartSafetyGate
 from appliance.errors import ApplianceError, TurnCancelled
 from appliance.llm.base import LanguageModel, TokenCallback
+from appliance.medication.names import DrugRecogniser
 from appliance.prescreen.tool import PrescreenToolBox
+from appliance.safety.chart_gate import ChartSafetyGate
 from appliance.tools.base import Approver, ToolBox, deny_all
 from mcp_servers.contracts import TOOL_SERVERS
 from models.profiles import DEMO_NOTICE, PROFILES

@@ -180,7 +180,7 @@ def trial_details(result: dict) -> str:
 def prescreen(result: dict) -> str:
     found = result.get("trials") or []
     condition = result.get("condition_searched")
-    lines = [f"Trial prescreen" + (f" for {condition}" if condition else "") + f" from {result.get('facts_used', 0)} chart facts:"]
+    lines = ["Trial prescreen" + (f" for {condition}" if condition else "") + f" from {result.get('facts_used', 0)} chart facts:"]
     for t in found:
         lines.append(f"- {t.get('nct_id')}: {t.get('title')}: {str(t.get('verdict') or '').upper()}. {t.get('explanation') or ''}".rstrip())
         lines += [f"  To check: {q}" for q in t.get("questions") or []]

@@ -42,7 +42,17 @@ from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
 from appliance.agent.orders import code_patient
 from appliance.agent.state import AgentState
-from appliance.agent.task_patterns import CHART, INTERACTION, LITERATURE, PRESCREEN, SAFETY, TRIAL_DETAILS, TRIALS, Step, named_steps
+from appliance.agent.task_patterns import (
+    CHART,
+    INTERACTION,
+    LITERATURE,
+    PRESCREEN,
+    SAFETY,
+    TRIAL_DETAILS,
+    TRIALS,
+    Step,
+    named_steps,
+)
 from appliance.agent.write_requests import write_requests
 from appliance.medication.names import DrugRecogniser, key_of
 
@@ -120,7 +130,7 @@ def drug_vocabulary_keys(names) -> list[str]:
     return sorted({key_of(n) for n in names if n and len(key_of(n)) >= 4})
 
 
-_DRUG_DATA: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_DRUG_DATA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def local_drug_data(tools) -> tuple[list[str], int | None]:

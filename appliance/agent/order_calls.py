@@ -15,7 +15,11 @@ Invariants:
 from __future__ import annotations
 
 from appliance.agent.orders import (
-    change_from_words, code_patient, misspelt_drug, order_notes, prescription_from_words,
+    change_from_words,
+    code_patient,
+    misspelt_drug,
+    order_notes,
+    prescription_from_words,
 )
 from appliance.agent.state import AgentState
 from appliance.agent.write_requests import CHANGE, PRESCRIBE, STATUS

@@ -15,7 +15,8 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from appliance.medication.orders import parse_order
 from appliance.medication.sig import sig_record

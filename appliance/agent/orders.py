@@ -32,14 +32,21 @@ import re
 
 from appliance.agent.dictation import instruction_text
 from appliance.agent.state import AgentState
-from appliance.agent.write_requests import CHANGE, PRESCRIBE, PRESCRIBING_VERB, STATUS, clauses, write_requests
+from appliance.agent.write_requests import (
+    CHANGE,
+    PRESCRIBE,
+    PRESCRIBING_VERB,
+    STATUS,
+    clauses,
+    write_requests,
+)
 from appliance.medication.changes import OrderChange, change_verb, read_change
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.order_words import AS_NEEDED_RE
 from appliance.medication.orders import Order, parse_order
 from appliance.medication.spelling import suggestion
-from ehr_db.validation import frequency as record_accepts_frequency
 from ehr_db.errors import InvalidField
+from ehr_db.validation import frequency as record_accepts_frequency
 
 # A word shaped like a record ID but too short to be recognised as one in text ("pat-7"): the
 # clinician may have typed an ID, so the open patient is not code's answer (the model's pick is

@@ -121,7 +121,7 @@ class AgentState:
     # synthesis
     final_response: str | None = None
 
-    def merge(self, update: dict[str, Any]) -> "AgentState":
+    def merge(self, update: dict[str, Any]) -> AgentState:
         changes = {}
         for key, value in update.items():
             if key in _APPENDED:

@@ -30,7 +30,14 @@ from dataclasses import dataclass
 
 from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
-from appliance.agent.write_requests import ALLERGY, CHANGE, NOTE, PRESCRIBE, STATUS, write_requests
+from appliance.agent.write_requests import (
+    ALLERGY,
+    CHANGE,
+    NOTE,
+    PRESCRIBE,
+    STATUS,
+    write_requests,
+)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from appliance.errors import ApplianceError
 from common.locations import PROJECT_ROOT

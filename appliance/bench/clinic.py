@@ -41,9 +41,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from appliance.config import Settings
 from appliance.errors import ApplianceError
@@ -252,10 +252,10 @@ def _free_report(free: dict[str, list]) -> dict:
 
 
 def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_json: bool) -> int:
-    from appliance.setup.home import init_home
+    from appliance.host.serve import host_urls
     from appliance.llm.server import ServerModel
     from appliance.runtime import load_model
-    from appliance.host.serve import host_urls
+    from appliance.setup.home import init_home
 
     if not terminals or any(n < 1 or n > 16 for n in terminals) or turns < 1:
         raise ApplianceError("--terminals takes counts from 1 to 16 (e.g. 1,2,4) and --turns at least 1")
@@ -277,7 +277,7 @@ def run_clinic_bench(settings: Settings, terminals: list[int], turns: int, as_js
             first_host = _concurrently(1, lambda: ServerModel(model_url), tool_env, settings, turns,
                                        free=free["host"])
             in_process_calls = _time_calls(local, calls)
-            del local
+            local = None  # the in-process model freed before the host-only rows
             host_calls = _time_calls(ServerModel(model_url), calls)
             decode = {n: _decode_side_by_side(model_url, n) for n in terminals}
             rows = [first_host if n == 1 else _concurrently(n, lambda: ServerModel(model_url), tool_env, settings, turns)

@@ -291,8 +291,8 @@ def criteria_throughput(model, rows: int = CRITERIA_ROWS, parallel: int = 8) -> 
 
 def run_bench(settings: Settings, as_json: bool = False, rounds: int = 3, repeats: int = 3,
               criteria: int = CRITERIA_ROWS) -> int:
-    from appliance.setup.home import init_home
     from appliance.runtime import load_model
+    from appliance.setup.home import init_home
     from appliance.tools.mcp_client import MCPToolBox
 
     if criteria < 0 or criteria == 1:

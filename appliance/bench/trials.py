@@ -54,8 +54,8 @@ print(json.dumps({"seconds": round(time.perf_counter() - started, 1), "records":
 
 def build_cache(home: Path, n: int) -> dict:
     """Write the bulk zip, import it in a child process; figures of both."""
-    from mcp_servers.knowledge.synthetic import write_bulk_zip
     from mcp_servers.knowledge.store import ensure_database
+    from mcp_servers.knowledge.synthetic import write_bulk_zip
 
     db = home / "knowledge.sqlite"
     ensure_database(db)

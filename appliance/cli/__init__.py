@@ -25,7 +25,17 @@ import argparse
 import os
 import sys
 
-from appliance.cli import conversation, extract, ground, machine, model, prescreen, records, terminal, user
+from appliance.cli import (
+    conversation,
+    extract,
+    ground,
+    machine,
+    model,
+    prescreen,
+    records,
+    terminal,
+    user,
+)
 from appliance.cli.conversation import TuiRunner, cmd_default
 from appliance.cli.options import Tree
 from appliance.errors import ApplianceError

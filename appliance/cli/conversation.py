@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from appliance.cli import options
 from appliance.cli.options import Tree
@@ -37,9 +37,9 @@ TuiRunner = Callable[[Settings, dict | None, str | None], int]
 
 
 def cmd_ask(args) -> int:
+    from appliance.accounts.sign_in import headless_clinician
     from appliance.runtime import build_agent
     from appliance.safety.headless import HeadlessApprover
-    from appliance.accounts.sign_in import headless_clinician
     from appliance.tools.base import deny_all, signed_by
 
     settings = settings_from(args)

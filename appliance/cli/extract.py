@@ -59,7 +59,12 @@ class _Progress:
 
 def _model(args):
     from appliance.extraction.grounding import grounding_nodes
-    from appliance.extraction.stages import DETAILS_NODE, PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE
+    from appliance.extraction.stages import (
+        DETAILS_NODE,
+        PAGE_NODE,
+        PARAGRAPH_NODE,
+        SPLIT_NODE,
+    )
 
     return model_from(args, {PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE, DETAILS_NODE} | grounding_nodes())
 
@@ -126,7 +131,13 @@ def format_result(result) -> str:
 
 
 def cmd_eval_extraction(args) -> int:
-    from appliance.extraction.evaluation import DEFAULT_DATA, format_table, run_eval, summary_json, write_run
+    from appliance.extraction.evaluation import (
+        DEFAULT_DATA,
+        format_table,
+        run_eval,
+        summary_json,
+        write_run,
+    )
 
     data = Path(args.data) if args.data else DEFAULT_DATA
     if not (data / "trial_criteria_cache.json").is_file():

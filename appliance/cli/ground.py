@@ -81,7 +81,11 @@ def cmd_ground(args) -> int:
 
 def cmd_eval_grounding(args) -> int:
     from appliance.grounding.evaluation import (
-        DEFAULT_DATA, distinct_criteria, format_metrics, metrics_from_run, run_grounding_eval,
+        DEFAULT_DATA,
+        distinct_criteria,
+        format_metrics,
+        metrics_from_run,
+        run_grounding_eval,
     )
 
     if args.recompute:

@@ -119,7 +119,9 @@ def register(tree: Tree) -> None:
                        help="TrialGPT criterion calls timed three ways for criteria_throughput_vs_naive (0: skip)")
 
     from appliance.selftest.suite import (  # a small module: no heavy imports
-        DEFAULT_BAD_INPUTS, DEFAULT_CRASH_WRITES, DEFAULT_FAULT_ROUNDS,
+        DEFAULT_BAD_INPUTS,
+        DEFAULT_CRASH_WRITES,
+        DEFAULT_FAULT_ROUNDS,
     )
 
     selftest = tree.command("selftest", "safety, bad-input, injection, audit and durability checks on a fresh "

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 
 class Tree:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-
 from pathlib import Path
 
 from appliance.cli import options
@@ -60,7 +59,11 @@ def register(tree: Tree) -> None:
 def cmd_prescreen(args: argparse.Namespace) -> int:
     from appliance.prescreen.judge import NODES
     from appliance.prescreen.run import (
-        MAX_TRIALS_LIMIT, PrescreenBadArguments, read_facts, render_text, run_prescreen,
+        MAX_TRIALS_LIMIT,
+        PrescreenBadArguments,
+        read_facts,
+        render_text,
+        run_prescreen,
     )
     from appliance.prescreen.search import PROPOSE_NODE
     from appliance.tools.mcp_client import MCPToolBox

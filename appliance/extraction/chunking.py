@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from appliance.extraction.errors import ExtractionError
 from appliance.llm.prompt import Message, render_gemma

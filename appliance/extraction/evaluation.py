@@ -24,13 +24,17 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from appliance.extraction.errors import ExtractionError
 from appliance.extraction.loaders import Document, Page, unescape_markdown
-from appliance.extraction.pipeline import ExtractionConfig, ProgressCallback, extract_criteria
+from appliance.extraction.pipeline import (
+    ExtractionConfig,
+    ProgressCallback,
+    extract_criteria,
+)
 from appliance.extraction.stages import tokens
 from common.json_files import read_json
 from common.locations import PROJECT_ROOT

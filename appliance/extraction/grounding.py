@@ -10,7 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from appliance.extraction.pipeline import ExtractionResult
 

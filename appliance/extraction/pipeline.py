@@ -23,15 +23,27 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from appliance.errors import GenerationCancelled, GenerationError, TurnCancelled
 from appliance.extraction import stages
-from appliance.extraction.chunking import Count, context_size, split_to_fit, text_budget, token_counter
+from appliance.extraction.chunking import (
+    Count,
+    context_size,
+    split_to_fit,
+    text_budget,
+    token_counter,
+)
 from appliance.extraction.loaders import Document
 from appliance.extraction.schemas import Criterion
-from appliance.extraction.structure import Block, blocks, bullets, is_compound, says_eligibility
+from appliance.extraction.structure import (
+    Block,
+    blocks,
+    bullets,
+    is_compound,
+    says_eligibility,
+)
 from appliance.llm.base import LanguageModel
 
 LABEL_WORDS = 5  # a sub-heading this short ("Age", "Healthy Participants") prefixes its items
@@ -132,7 +144,7 @@ class _Run:
                 how, kept = "continuation", True
             else:
                 kept = self.ask(f"{doc.name} page {number}: page filter",
-                                lambda: stages.page_holds_criteria(self.model, text, number), False)
+                                lambda text=text, number=number: stages.page_holds_criteria(self.model, text, number), False)
                 how = "model"
             self.stats[f"page_filter.{how}.{'kept' if kept else 'left'}"] += 1
             out.append((number, text, how, kept))
@@ -169,7 +181,7 @@ class _Run:
                 else:
                     pieces = split_to_fit(block.text, self.paragraph_budget, self.count)
                     keep = any(self.ask(f"{doc.name} page {number}: paragraph filter",
-                                        lambda piece=piece: stages.paragraph_holds_criteria(self.model, piece, heading),
+                                        lambda piece=piece, heading=heading: stages.paragraph_holds_criteria(self.model, piece, heading),
                                         False) for piece in pieces)
                     how = "model"
                     self.stats[f"paragraph_filter.model.{'kept' if keep else 'left'}"] += 1
@@ -200,7 +212,7 @@ class _Run:
             if self.config.split and is_compound(unit.text):
                 pieces, split_how = self.ask(
                     f"{doc.name} page {unit.page}: split",
-                    lambda: stages.split_passage(self.model, unit.text, unit.side, self.count(unit.text)),
+                    lambda unit=unit: stages.split_passage(self.model, unit.text, unit.side, self.count(unit.text)),
                     ([" ".join(unit.text.split())], "passage"))
             else:
                 pieces, split_how = [unit.text], unit.kind

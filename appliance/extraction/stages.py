@@ -16,7 +16,14 @@ import re
 from dataclasses import dataclass
 
 from appliance.extraction.schemas import (
-    AtomicSplit, CriterionDetails, PageFilter, ParagraphFilter, Threshold, Triplet, number_in, parse_thresholds,
+    AtomicSplit,
+    CriterionDetails,
+    PageFilter,
+    ParagraphFilter,
+    Threshold,
+    Triplet,
+    number_in,
+    parse_thresholds,
 )
 from appliance.llm.base import LanguageModel
 from appliance.llm.prompt import Message

@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from appliance.errors import ConfigError
-from mcp_servers.umls.grounding import DEFAULT_ACCEPT, DEFAULT_LOW, MAX_CANDIDATES, band_of
+from mcp_servers.umls.grounding import (
+    DEFAULT_ACCEPT,
+    DEFAULT_LOW,
+    MAX_CANDIDATES,
+    band_of,
+)
 
 
 def _default_values() -> dict[str, float]:

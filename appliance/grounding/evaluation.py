@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from appliance.errors import ApplianceError
 from appliance.grounding.config import GroundingConfig
@@ -61,7 +61,7 @@ def run_grounding_eval(model: LanguageModel, search: ConceptSearch, run_dir: Pat
     (run_dir / "config.json").write_text(json.dumps({
         "evaluation": "grounding", "data": str(data), "distinct_criteria": len(criteria), "limit": limit,
         "criteria": len(chosen), "model": getattr(model, "profile_name", "unknown"),
-        "grounding": config.to_json(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "grounding": config.to_json(), "started": datetime.now(UTC).isoformat(timespec="seconds"),
     }, indent=2) + "\n", encoding="utf-8")
     started = time.perf_counter()
     with (run_dir / "rows.jsonl").open("w", encoding="utf-8") as out:
@@ -88,8 +88,8 @@ def run_exact_phrase_baseline(db_path: Path, run_dir: Path, *, data: Path = DEFA
     """No model: each criterion's exact concept phrases (``umls.grounding.exact_phrases``), the
     entities the exact fast path would take if an extractor named them. Measures how many
     evaluate calls the fast path can save on these criteria whatever model extracts."""
-    from mcp_servers.umls.grounding import exact_phrases
     from mcp_servers.umls.foundation import connect
+    from mcp_servers.umls.grounding import exact_phrases
     from mcp_servers.umls.store import ensure_database
 
     criteria = distinct_criteria(data)
@@ -97,7 +97,7 @@ def run_exact_phrase_baseline(db_path: Path, run_dir: Path, *, data: Path = DEFA
     (run_dir / "config.json").write_text(json.dumps({
         "evaluation": "grounding-exact-phrases", "data": str(data), "distinct_criteria": len(criteria),
         "limit": limit, "criteria": len(chosen), "model": None, "umls_db": str(db_path),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
     }, indent=2) + "\n", encoding="utf-8")
     if not Path(db_path).exists():
         ensure_database(Path(db_path))

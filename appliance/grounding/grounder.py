@@ -20,8 +20,8 @@ from appliance.grounding.config import GroundingConfig
 from appliance.grounding.loop import ground, ground_entities
 from appliance.grounding.search import InProcessSearch
 from appliance.llm.base import LanguageModel
-from mcp_servers.umls import server as umls
 from mcp_servers.contracts import tool_error_message
+from mcp_servers.umls import server as umls
 
 
 def make_grounder(model: LanguageModel, db_path: Path | str, config: GroundingConfig | None = None) -> umls.Grounder:

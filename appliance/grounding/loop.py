@@ -29,19 +29,26 @@ Rules in code, not in the prompt:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from appliance.errors import GenerationCancelled, GenerationError
 from appliance.grounding.config import GroundingConfig
 from appliance.grounding.errors import GroundingError, SearchUnavailable
 from appliance.grounding.prompts import evaluate_messages, extract_messages
-from appliance.grounding.schemas import Extraction, ExtractedEntity, evaluation_schema
+from appliance.grounding.schemas import ExtractedEntity, Extraction, evaluation_schema
 from appliance.grounding.search import ConceptSearch, default_search
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
-from mcp_servers.umls.grounding import METHODS, GroundedEntity, find_span, merge, shown, try_exact
 from mcp_servers.umls.foundation import norm
+from mcp_servers.umls.grounding import (
+    METHODS,
+    GroundedEntity,
+    find_span,
+    merge,
+    shown,
+    try_exact,
+)
 
 NODE_EXTRACT = "GROUNDING_EXTRACT"
 NODE_EVALUATE = "GROUNDING_EVALUATE"

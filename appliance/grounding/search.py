@@ -62,7 +62,7 @@ class InProcessSearch:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> "InProcessSearch":
+    def __enter__(self) -> InProcessSearch:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -72,7 +72,7 @@ class InProcessSearch:
 class MCPSearch:
     """The UMLS server's ``concept_search`` through the agent's MCP client."""
 
-    def __init__(self, toolbox: "MCPToolBox", deadline: float = 10.0):
+    def __init__(self, toolbox: MCPToolBox, deadline: float = 10.0):
         self.toolbox = toolbox
         self.deadline = deadline
         self.calls = 0

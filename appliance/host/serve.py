@@ -132,7 +132,13 @@ def host_prescription_check(knowledge_db: Path):
     reason of real words and the password of the token's account, which the host checks itself."""
     from appliance.accounts import AccountStore
     from appliance.accounts.reauthenticate import reauthenticate
-    from appliance.safety import Override, OverridePolicy, StoreKnowledge, check_prescription, decide
+    from appliance.safety import (
+        Override,
+        OverridePolicy,
+        StoreKnowledge,
+        check_prescription,
+        decide,
+    )
     from appliance.safety.chart_gate import not_run
     from mcp_servers.ehr.host_gate import PrescriptionRefused
 

@@ -34,16 +34,27 @@ import signal
 import sys
 import threading
 
-from appliance.config import Settings
-from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.accounts.reauthenticate import reauthenticate
-from appliance.line_session.patients import CurrentPatient, find_patient, open_choice, searcher, set_patient
-from appliance.line_session.saved import SavedConversation, lock, resume_problem, session_clinician
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
+from appliance.config import Settings
 from appliance.conversation import starts_new_conversation, turn_patients
+from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
+from appliance.line_session.patients import (
+    CurrentPatient,
+    find_patient,
+    open_choice,
+    searcher,
+    set_patient,
+)
+from appliance.line_session.progress import Progress
+from appliance.line_session.saved import (
+    SavedConversation,
+    lock,
+    resume_problem,
+    session_clinician,
+)
 from appliance.patient_choice import Shown, resolve
 from appliance.screen_text import allowed_patient_ids, screen_safe
-from appliance.line_session.progress import Progress
 from appliance.tools.base import Approval, signed_by
 from appliance.turn_outcome import stopped_words
 from appliance.wording import action_words, safety_lines
@@ -126,7 +137,9 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
 
     approver = signed_by(approve, author)
     agent, tools = build_agent(settings, script, approver=approver, clinician=clinician)
-    from appliance.runtime import acceptance_status  # this site's verdict on the model file (appliance.acceptance)
+    from appliance.runtime import (
+        acceptance_status,  # this site's verdict on the model file (appliance.acceptance)
+    )
 
     print(f"Ready ({settings.model}; acceptance: {acceptance_status(settings).line}). {HELP}\n", flush=True)
     if agent.model_notice:
@@ -246,7 +259,7 @@ def _new_conversation(conversation: SavedConversation, current: CurrentPatient) 
     return [], set()
 
 
-def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interrupts: "Interrupts",
+def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interrupts: Interrupts,
                conversation: SavedConversation, progress: Progress) -> bool:
     """``/prescreen``: the current patient against recruiting trials (the terminal's F6): code
     reads the chart and decides what it can, the model judges the rest; Ctrl+C stops it."""

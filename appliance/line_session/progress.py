@@ -31,7 +31,7 @@ class Progress:
         self._paused = False
         self._thread: threading.Thread | None = None
 
-    def start(self, step: str = "Working") -> "Progress":
+    def start(self, step: str = "Working") -> Progress:
         """A turn begins: the clock restarts and the ticker runs until ``done``."""
         self.started, self.step, self._paused = time.monotonic(), step, False
         self._running.set()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from common.operator import operator_name
+
+if TYPE_CHECKING:
+    from appliance.config import Settings
 
 
 def session_clinician(settings: Settings):

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Protocol,
+    TypeVar,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ValidationError
 

@@ -24,17 +24,17 @@ Invariants:
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from appliance.errors import GenerationError, GenerationTruncated
 from appliance.llm.base import parse_constrained
 from appliance.llm.fast import BudgetExceeded, SchemaDecoder
-from appliance.llm.token_table import TokenTable
 from appliance.llm.grammar import output_schema
 from appliance.llm.prompt import Message, Parts, split_parts, tokenize_parts
+from appliance.llm.token_table import TokenTable
 
 
 @dataclass
@@ -70,7 +70,7 @@ class BatchResult:
 class _Slot:
     """One sequence of the batch context: the backend a worker's decoder talks to."""
 
-    def __init__(self, runner: "BatchRunner", seq: int, rng_seed: int):
+    def __init__(self, runner: BatchRunner, seq: int, rng_seed: int):
         self.runner = runner
         self.seq = seq
         self.rng = np.random.default_rng(rng_seed)
@@ -137,7 +137,7 @@ class BatchRunner:
             self.lib.llama_free(self.ctx)
             self.ctx = None
 
-    def __enter__(self) -> "BatchRunner":
+    def __enter__(self) -> BatchRunner:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -22,7 +22,15 @@ from functools import cache
 
 from pydantic import BaseModel
 
-from appliance.llm.grammar import _CHAR, _FIRST_CHAR, _UNBOUNDED_STRING_CAP, OutputSchema, _raw, check_grammar, output_schema
+from appliance.llm.grammar import (
+    _CHAR,
+    _FIRST_CHAR,
+    _UNBOUNDED_STRING_CAP,
+    OutputSchema,
+    _raw,
+    check_grammar,
+    output_schema,
+)
 
 _NUMBER = re.compile(r"-?[0-9]*(\.[0-9]*)?")
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from appliance.errors import GenerationCancelled, ScriptError
 from appliance.llm import vision as vision_mod
@@ -45,7 +46,7 @@ class ScriptedModel:
                 self.enqueue(node, item)
         self.vision_available = bool(self._queues.get(vision_mod.NODE)) if vision is None else vision
 
-    def enqueue(self, node: str, reply: Any) -> "ScriptedModel":
+    def enqueue(self, node: str, reply: Any) -> ScriptedModel:
         """Queue a reply for a node: a dict (constrained), a str (free text) or an Exception."""
         self._queues[node].append(reply)
         return self

@@ -22,15 +22,16 @@ close one) is ``token_table.TokenTable``, built once per model.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Callable
 
 import numpy as np
 from pydantic import BaseModel
 
 from appliance.llm.grammar import OutputSchema, output_chars, output_schema
 from appliance.llm.token_table import TokenTable
+
 
 @dataclass
 class DecodeStats:

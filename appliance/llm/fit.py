@@ -13,8 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from appliance.errors import ContextOverflow
 from appliance.llm.prompt import Message

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import codecs
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class FreeSampler:
                 lib.llama_sampler_chain_add(chain, sampler)  # the chain owns each sampler
             self.chain = chain
 
-    def __enter__(self) -> "FreeSampler":
+    def __enter__(self) -> FreeSampler:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -34,11 +34,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from appliance.errors import (
-    GenerationCancelled, GenerationError, GenerationTruncated, ModelFileError, SchemaNotSupported,
+    GenerationCancelled,
+    GenerationError,
+    GenerationTruncated,
+    ModelFileError,
+    SchemaNotSupported,
 )
 from appliance.llm import free, vision
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
@@ -49,7 +53,7 @@ from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import output_schema
 from appliance.llm.logs import quiet_llama_logs
 from appliance.llm.prompt import Message, render_parts, split_parts, tokenize_parts
-from appliance.llm.threads import Threads, ThreadGovernor, usable_cores
+from appliance.llm.threads import ThreadGovernor, Threads, usable_cores
 from appliance.llm.token_table import TokenTable
 from models.profiles import ModelProfile
 from models.projector import projector_problem

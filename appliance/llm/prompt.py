@@ -17,8 +17,9 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 START, END = "<start_of_turn>", "<end_of_turn>"
 

@@ -42,24 +42,37 @@ import base64
 import ssl
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from appliance.errors import (
-    ConfigError, GenerationCancelled, GenerationError, GenerationTruncated,
+    ConfigError,
+    GenerationCancelled,
+    GenerationError,
+    GenerationTruncated,
 )
+from appliance.llm import vision
 from appliance.llm.base import CallStats, T, TokenCallback, parse_constrained
 from appliance.llm.batch import BatchJob, BatchResult
 from appliance.llm.closing import closing, closing_reserve
-from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.fast import BudgetExceeded, Cancelled, fast_handles
+from appliance.llm.fit import Fitted, fit_messages
 from appliance.llm.grammar import OutputSchema, accepts, max_output_chars, output_schema
-from appliance.llm import vision
-from appliance.llm.prompt import Message, Part, render_gemma, render_parts, tokenize_parts
+from appliance.llm.prompt import (
+    Message,
+    Part,
+    render_gemma,
+    render_parts,
+    tokenize_parts,
+)
 from appliance.llm.server_decoding import OffOptions, ServerSchemaDecoder, ServerSteps
-from appliance.llm.server_http import FIRST_BYTE_SECONDS, ModelServerUnavailable, ServerHttp
+from appliance.llm.server_http import (
+    FIRST_BYTE_SECONDS,
+    ModelServerUnavailable,
+    ServerHttp,
+)
 from models.profiles import ModelProfile, get_profile
 
 TOKEN_CACHE = 4096  # tokenized text parts kept (system texts and markers repeat in every call)

@@ -27,12 +27,12 @@ Invariants:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from appliance.llm.fast import BudgetExceeded, Cancelled, SchemaDecoder
+from appliance.llm.fast import Cancelled, SchemaDecoder
 from appliance.llm.grammar import string_body_grammar
 from appliance.llm.prompt import neutralise
 

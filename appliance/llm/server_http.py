@@ -20,10 +20,15 @@ import json
 import socket
 import ssl
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from appliance.errors import ConfigError, ContextOverflow, GenerationCancelled, GenerationError
+from appliance.errors import (
+    ConfigError,
+    ContextOverflow,
+    GenerationCancelled,
+    GenerationError,
+)
 
 CONNECT_SECONDS = 5.0
 FIRST_BYTE_SECONDS = 600.0  # a busy host queues requests; the caller's cancel ends a wait sooner

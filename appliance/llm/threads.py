@@ -33,9 +33,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 SLACK = 0.25  # a core others use this much of still counts as free
 MIN_WINDOW = 0.25  # seconds of /proc/stat between two load figures (USER_HZ is 100: +-0.1 core at worst)

@@ -33,7 +33,7 @@ class TokenTable:
     closers: np.ndarray  # tokens whose text starts with the closing quote
 
     @classmethod
-    def build(cls, llama_cpp, vocab, n_vocab: int) -> "TokenTable":
+    def build(cls, llama_cpp, vocab, n_vocab: int) -> TokenTable:
         buf = ctypes.create_string_buffer(256)
         pieces: list[str] = []
         raws: list[bytes] = []

@@ -38,8 +38,9 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Callable, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -32,9 +32,9 @@ import importlib.util
 import logging
 import pickle
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 log = logging.getLogger(__name__)
 

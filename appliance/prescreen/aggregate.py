@@ -25,8 +25,9 @@ Invariants (pure functions; tested as a truth table):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 CriterionType = Literal["inclusion", "exclusion"]
 Standing = Literal["passes", "fails", "unknown"]

@@ -19,7 +19,17 @@ import re
 from datetime import date
 
 from appliance.prescreen import vocab
-from appliance.prescreen.readers import DEFAULT_LAB_DAYS, N, Outcome, Part, _days, _free, _ids, _none_fact, _unit
+from appliance.prescreen.readers import (
+    DEFAULT_LAB_DAYS,
+    N,
+    Outcome,
+    Part,
+    _days,
+    _free,
+    _ids,
+    _none_fact,
+    _unit,
+)
 from appliance.prescreen.subject import Subject
 
 UNIT = r"(years?|months?|weeks?|days?)"
@@ -109,7 +119,7 @@ def read_labs(text: str, taken: list[Part]) -> list[Part]:
         for m in analyte.criterion.finditer(text):
             if not _free(taken + parts, m.start(), m.end()):
                 continue
-            for i, pattern in enumerate(_COMPARE):
+            for i, pattern in enumerate(_COMPARE):  # noqa: B007 - i names the comparison after the loop
                 c = pattern.match(text, m.end())
                 if c:
                     break

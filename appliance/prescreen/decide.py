@@ -23,10 +23,23 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from appliance.prescreen.aggregate import CriterionJudgement, CriterionType, standing_for
+from appliance.prescreen.aggregate import (
+    CriterionJudgement,
+    CriterionType,
+    standing_for,
+)
 from appliance.prescreen.chart_readers import read_conditions, read_labs, read_therapy
 from appliance.prescreen.facts import PatientFacts
-from appliance.prescreen.readers import Outcome, Part, any_of, pregnancy_outcome, read_age, read_pregnancy, read_sex, sex_judge
+from appliance.prescreen.readers import (
+    Outcome,
+    Part,
+    any_of,
+    pregnancy_outcome,
+    read_age,
+    read_pregnancy,
+    read_sex,
+    sex_judge,
+)
 from appliance.prescreen.subject import Subject, from_facts, from_note
 
 # Readers in the order they claim words: a lab's or a condition's "within 3 months" before an age

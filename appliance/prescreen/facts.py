@@ -24,8 +24,9 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 MAX_FACT_CHARS = 220
 MAX_BLOCK_CHARS = 3500

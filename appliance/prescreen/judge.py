@@ -33,15 +33,20 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, Sequence
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from appliance.errors import GenerationError
 from appliance.llm.base import LanguageModel
 from appliance.llm.prompt import Message
-from appliance.prescreen.aggregate import CriterionJudgement, CriterionType, standing_for
+from appliance.prescreen.aggregate import (
+    CriterionJudgement,
+    CriterionType,
+    standing_for,
+)
 from appliance.prescreen.facts import PatientFacts
 from appliance.prescreen.relevance import supports
 

@@ -14,7 +14,7 @@ Conventions (the ones scikit-learn uses, so the figures compare):
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 def confusion(gold: Sequence[str], predicted: Sequence[str], classes: Sequence[str]) -> list[list[int]]:

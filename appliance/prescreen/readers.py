@@ -16,9 +16,9 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Callable
 
 from appliance.prescreen.subject import AGE_UNITS, YEAR_DAYS, Subject
 

@@ -27,16 +27,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from typing import Callable
+from datetime import UTC, date, datetime
 
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel
-from appliance.prescreen.aggregate import CriterionJudgement, TrialVerdict, aggregate, rank_key
+from appliance.prescreen.aggregate import (
+    CriterionJudgement,
+    TrialVerdict,
+    aggregate,
+    rank_key,
+)
 from appliance.prescreen.decide import decide_criterion
-from appliance.prescreen.judge import evaluate_criteria, evaluate_criterion, prepare
 from appliance.prescreen.facts import PatientFacts, build_facts
+from appliance.prescreen.judge import evaluate_criteria, evaluate_criterion, prepare
 from appliance.prescreen.search import MAX_SEARCHES, SearchOutcome, find_candidates
 from appliance.tools.base import ToolBox
 from common.patient_ids import is_patient_id
@@ -182,7 +187,7 @@ def run_prescreen(
 ) -> PrescreenResult:
     """Prescreen one patient (see the module docstring); ``today`` is the date criteria with
     dates ("within 3 months") are read against (default: today, UTC)."""
-    today = today or datetime.now(timezone.utc).date()
+    today = today or datetime.now(UTC).date()
     if not 1 <= max_trials <= MAX_TRIALS_LIMIT:
         raise PrescreenBadArguments(f"--max-trials must be between 1 and {MAX_TRIALS_LIMIT}")
     say = progress or (lambda _m: None)
@@ -207,7 +212,7 @@ def run_prescreen(
             continue
         details = outcome.result or {}
         judgements, calls = judge_trial(model, facts, details, today, cancel=cancel,
-                                        progress=lambda text: say(f"{candidate.nct_id}: {text}"))
+                                        progress=lambda text, nct=candidate.nct_id: say(f"{nct}: {text}"))
         model_calls += calls
         results.append(TrialResult(candidate.nct_id, details.get("title") or summary.get("title", ""),
                                    details.get("status"), aggregate(judgements), judgements, rank,

@@ -36,10 +36,10 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from appliance.errors import ApplianceError, GenerationError
 from appliance.llm.base import LanguageModel
@@ -244,7 +244,7 @@ def run_trialgpt(model: LanguageModel, run_dir: Path, *, data: Path = DEFAULT_DA
         if (run_dir / "rows.jsonl").exists():
             raise TrialGPTDataError(f"{run_dir} already holds a run: resume it with --resume, or choose a new folder")
         (run_dir / "config.json").write_text(json.dumps(
-            {**setup, "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=2) + "\n",
+            {**setup, "started": datetime.now(UTC).isoformat(timespec="seconds")}, indent=2) + "\n",
             encoding="utf-8")
         earlier_rows, done = [], set()
     todo = [r for r in chosen if r.index not in done]

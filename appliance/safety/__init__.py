@@ -20,7 +20,11 @@ never logs: charts are patient data.
 
 from appliance.safety.gate import check_prescription
 from appliance.safety.knowledge import (
-    AmbiguousDrug, KnowledgeLookup, KnowledgeUnavailable, StoreKnowledge, ToolBoxKnowledge,
+    AmbiguousDrug,
+    KnowledgeLookup,
+    KnowledgeUnavailable,
+    StoreKnowledge,
+    ToolBoxKnowledge,
 )
 from appliance.safety.policy import Override, OverridePolicy, PolicyDecision, decide
 from appliance.safety.report import Finding, SafetyReport, override_reason

@@ -25,14 +25,36 @@ from typing import Any
 from appliance.safety import chart as charts
 from appliance.safety.chart import ChartMedication
 from appliance.safety.classes import (
-    BY_REACTION, CLASS_ALLERGY, CLASSES, CROSS_CLASS_RULES, DUPLICATE_GROUPS, HIGH, INFO, LOW, LOW_CROSS, MODERATE,
-    RXNORM_TO_INGREDIENT, classes_named_in, classes_of, fold,
+    BY_REACTION,
+    CLASS_ALLERGY,
+    CLASSES,
+    CROSS_CLASS_RULES,
+    DUPLICATE_GROUPS,
+    HIGH,
+    INFO,
+    LOW,
+    LOW_CROSS,
+    MODERATE,
+    RXNORM_TO_INGREDIENT,
+    classes_named_in,
+    classes_of,
+    fold,
 )
 from appliance.safety.ingredients import ingredients_of
 from appliance.safety.report import SEVERITIES, Finding
 from appliance.safety.rules import (
-    AFTER_TONSILLECTOMY, AFTER_TONSILLECTOMY_AGE, BEERS, CLASS_INTERACTIONS, OLDER_ADULT_AGE, PAEDIATRIC,
-    PAEDIATRIC_AGE, PAEDIATRIC_NOTE, PREGNANCY, RENAL, RENAL_EXEMPT, RENAL_NEEDS_EGFR,
+    AFTER_TONSILLECTOMY,
+    AFTER_TONSILLECTOMY_AGE,
+    BEERS,
+    CLASS_INTERACTIONS,
+    OLDER_ADULT_AGE,
+    PAEDIATRIC,
+    PAEDIATRIC_AGE,
+    PAEDIATRIC_NOTE,
+    PREGNANCY,
+    RENAL,
+    RENAL_EXEMPT,
+    RENAL_NEEDS_EGFR,
 )
 from mcp_servers.knowledge.names import lookup_keys
 

@@ -31,21 +31,39 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from appliance.medication.orders import parse_order
 from appliance.safety import chart as charts
 from appliance.safety.chart import ChartMedication
 from appliance.safety.checks import (
-    DATA, Prescribed, age_findings, allergy_findings, class_interaction_findings, clip_at_clause, duplicate_findings,
-    pregnancy_findings, renal_findings,
+    DATA,
+    Prescribed,
+    age_findings,
+    allergy_findings,
+    class_interaction_findings,
+    clip_at_clause,
+    duplicate_findings,
+    pregnancy_findings,
+    renal_findings,
 )
 from appliance.safety.classes import HIGH, INFO, LOW, MODERATE, classes_of, fold
-from appliance.medication.orders import parse_order
 from appliance.safety.doses import dose_findings, order_parts
 from appliance.safety.ingredients import default_resolver, ingredients_of
 from appliance.safety.knowledge import (
-    MAX_INTERACTION_NAMES, MAX_NAME, AmbiguousDrug, KnowledgeLookup, KnowledgeUnavailable,
+    MAX_INTERACTION_NAMES,
+    MAX_NAME,
+    AmbiguousDrug,
+    KnowledgeLookup,
+    KnowledgeUnavailable,
 )
 from appliance.safety.regimen import regimen_findings
-from appliance.safety.report import CHECKS, SEVERITIES, UNKNOWN_DRUG_TEXT, Finding, SafetyReport, sort_findings
+from appliance.safety.report import (
+    CHECKS,
+    SEVERITIES,
+    UNKNOWN_DRUG_TEXT,
+    Finding,
+    SafetyReport,
+    sort_findings,
+)
 from appliance.safety.weight import Patient, per_kg_unit, to_mg
 
 # The interaction data's severities on the gate's scale.

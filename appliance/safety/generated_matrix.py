@@ -41,7 +41,15 @@ from appliance.medication.names import key_of, library_lexicon, overlay
 from appliance.safety import chart as charts
 from appliance.safety.checks import keys_of
 from appliance.safety.classes import (
-    BY_REACTION, CLASS_ALLERGY, CLASSES, HIGH, LOW, LOW_CROSS, MODERATE, RXNORM_TO_INGREDIENT, classes_named_in,
+    BY_REACTION,
+    CLASS_ALLERGY,
+    CLASSES,
+    HIGH,
+    LOW,
+    LOW_CROSS,
+    MODERATE,
+    RXNORM_TO_INGREDIENT,
+    classes_named_in,
     classes_of,
 )
 from appliance.safety.gate import check_prescription

@@ -32,7 +32,7 @@ Invariants:
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from appliance.medication.names import SUFFIX_WORDS, DrugRecogniser
 from appliance.safety.classes import fold, ingredients_in, ingredients_named

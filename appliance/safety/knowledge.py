@@ -31,9 +31,9 @@ from typing import Protocol
 
 from appliance.errors import ApplianceError
 from mcp_servers.knowledge import queries
+from mcp_servers.knowledge.store import AmbiguousDrugName, DrugNotFound, connect
 from mcp_servers.umls import foundation as umls_foundation
 from mcp_servers.umls import search as umls_search
-from mcp_servers.knowledge.store import AmbiguousDrugName, DrugNotFound, connect
 
 MAX_INTERACTION_NAMES = 6
 MAX_NAME = 60

@@ -40,7 +40,7 @@ class OverridePolicy:
     min_reason_words: int = DEFAULT_MIN_REASON_WORDS
 
     @classmethod
-    def from_settings(cls, settings: Any = None) -> "OverridePolicy":
+    def from_settings(cls, settings: Any = None) -> OverridePolicy:
         if settings is None:
             from appliance.config import Settings
 

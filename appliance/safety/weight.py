@@ -23,9 +23,9 @@ Invariants:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from appliance.medication.orders import MASS_MG, Amount, Order
 from appliance.safety.chart import Weight

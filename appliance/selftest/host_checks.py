@@ -25,9 +25,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from common.locations import PROJECT_ROOT
 
@@ -219,7 +219,12 @@ def _record_checks(tally: _Tally, home: Path, env: dict) -> None:
 
 
 def _model_checks(tally: _Tally, home: Path, env: dict) -> None:
-    from mcp_servers.access import add_terminal, read_terminals, revoke_terminal, token_digest
+    from mcp_servers.access import (
+        add_terminal,
+        read_terminals,
+        revoke_terminal,
+        token_digest,
+    )
 
     tokens = home / "terminals.json"
     tokens.unlink(missing_ok=True)

@@ -31,15 +31,16 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
-from appliance.medication.names import DrugRecogniser
 from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.errors import ApplianceError
 from appliance.llm.fake import ScriptedModel
+from appliance.medication.names import DrugRecogniser
 from appliance.tools.base import Approval, ToolBox
 from appliance.tools.scripted import ScriptedToolBox
 from mcp_servers.contracts import ARG_SCHEMAS, SIG, WRITE_TOOLS

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
 
 from appliance.agent.graph import Agent, TurnResult
 from appliance.agent.nodes.input_assembly import IMAGE_UNAVAILABLE
@@ -188,8 +187,8 @@ def run_scenario(sc: Scenario, model: LanguageModel, tools, settings: Settings, 
 
 
 def run_smoke(settings: Settings, as_json: bool = False) -> int:
-    from appliance.setup.home import init_home
     from appliance.runtime import load_model
+    from appliance.setup.home import init_home
     from appliance.tools.mcp_client import MCPToolBox
 
     with scratch_home("appliance-smoke-") as home_path:

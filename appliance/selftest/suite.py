@@ -38,9 +38,9 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from common.locations import scratch_home
 from ehr_db.durability import WRITER_THREADS

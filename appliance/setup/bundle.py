@@ -32,7 +32,7 @@ import platform
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance.errors import ApplianceError
@@ -99,7 +99,7 @@ def make_bundle(target: Path, models: dict[str, Path] | None = None, mmproj: Pat
         _say("hashing every file")
         files = {str(p.relative_to(staging)): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
         manifest = {
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "python": f"{sys.version_info.major}.{sys.version_info.minor}",
             "machine": platform.machine(), "system": platform.system(),
             "models": model_entries, "files": files,

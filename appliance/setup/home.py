@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from common import locations
 from common.errors import ApplianceError

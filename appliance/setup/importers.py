@@ -21,9 +21,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from common.progress import ProgressBar
 from appliance.errors import ApplianceError
 from common import locations
+from common.progress import ProgressBar
 from common.user_files import file_problem
 
 # (area, kind) -> (module, function, database path, ensure module)

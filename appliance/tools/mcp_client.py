@@ -43,12 +43,18 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from common import environment
-from common.locations import PROJECT_ROOT, logs_dir
 from appliance.errors import ToolClientError
 from appliance.tools import processes
 from appliance.tools.base import ToolOutcome
-from mcp_servers.contracts import APPROVAL, AUDIT_EVENT_TOOL, IDEMPOTENCY_KEY, TOOL_SERVERS, parse_tool_error
+from common import environment
+from common.locations import PROJECT_ROOT, logs_dir
+from mcp_servers.contracts import (
+    APPROVAL,
+    AUDIT_EVENT_TOOL,
+    IDEMPOTENCY_KEY,
+    TOOL_SERVERS,
+    parse_tool_error,
+)
 
 log = logging.getLogger(__name__)
 SERVERS = ("ehr", "knowledge", "umls")
@@ -242,7 +248,7 @@ class MCPToolBox:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
 
-    def __enter__(self) -> "MCPToolBox":
+    def __enter__(self) -> MCPToolBox:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -21,8 +21,8 @@ from fastmcp.server.dependencies import get_access_token, get_http_request
 
 from common.operator import operator_name
 from mcp_servers.contracts import ApprovalRecord
-from mcp_servers.tool_errors import tool_error_message
 from mcp_servers.ehr.faults import NOT_CHANGED
+from mcp_servers.tool_errors import tool_error_message
 
 USER_HEADER = "X-Appliance-User"
 MAX_AUTHOR_CHARS = 200

@@ -22,9 +22,16 @@ from contextlib import contextmanager
 from fastmcp.exceptions import ToolError
 
 from common.sqlite import DatabaseCorrupt
-from ehr_db.errors import AmbiguousOrder, DatabaseNotReady, EhrError, InvalidField, OrderNotFound, PatientNotFound
-from mcp_servers.tool_errors import tool_error_message
+from ehr_db.errors import (
+    AmbiguousOrder,
+    DatabaseNotReady,
+    EhrError,
+    InvalidField,
+    OrderNotFound,
+    PatientNotFound,
+)
 from mcp_servers.ehr import order_tools
+from mcp_servers.tool_errors import tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr.server")
 

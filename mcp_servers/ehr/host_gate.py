@@ -23,10 +23,10 @@ from fastmcp.exceptions import ToolError
 
 from ehr_db.repository import EhrRepository
 from mcp_servers.contracts import ApprovalRecord
-from mcp_servers.tool_errors import tool_error_message
 from mcp_servers.ehr import order_tools
 from mcp_servers.ehr.callers import Caller
 from mcp_servers.ehr.faults import NOT_CHANGED
+from mcp_servers.tool_errors import tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr.server")
 

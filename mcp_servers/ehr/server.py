@@ -66,13 +66,25 @@ from ehr_db.errors import DatabaseNotReady, EhrError
 from ehr_db.name_match import closest_sentence
 from ehr_db.repository import EhrRepository
 from mcp_servers.contracts import (
-    AUDIT_EVENT_TOOL, ApprovalArg, AuditEventKind, IdempotencyKey, Name, OrderAction, PatientId,
-    RejectionDetails, ShortText, SigArg,
+    AUDIT_EVENT_TOOL,
+    ApprovalArg,
+    AuditEventKind,
+    IdempotencyKey,
+    Name,
+    OrderAction,
+    PatientId,
+    RejectionDetails,
+    ShortText,
+    SigArg,
 )
 from mcp_servers.ehr import callers, order_tools
 from mcp_servers.ehr.callers import Caller
 from mcp_servers.ehr.faults import as_tool_errors, sqlite_fault
-from mcp_servers.ehr.host_gate import PrescriptionCheck, check_prescription, override_password
+from mcp_servers.ehr.host_gate import (
+    PrescriptionCheck,
+    check_prescription,
+    override_password,
+)
 from mcp_servers.serving import ArgumentErrors, serve
 from mcp_servers.tool_errors import tool_error_message
 
@@ -348,7 +360,9 @@ def _configure_and_check(db_path: Path | str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.locations import ehr_db_path  # the launcher resolves the default; the tools take a path
+    from common.locations import (
+        ehr_db_path,  # the launcher resolves the default; the tools take a path
+    )
 
     return serve(mcp, argv, name="ehr", doc=__doc__, configure=_configure_and_check, default_db=ehr_db_path)
 

@@ -18,18 +18,15 @@ Run: ``python -m mcp_servers.knowledge [--db PATH] [--http HOST:PORT]`` (stdio b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Literal
+from typing import Annotated, Literal
 
 from fastmcp import FastMCP
-
-from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
-from mcp_servers.knowledge import queries
-from mcp_servers.knowledge import trials
 from mcp_servers.contracts import (
     READ_ONLY,
     Name,
@@ -43,6 +40,7 @@ from mcp_servers.contracts import (
     drugs_not_found_text,
     tool_error_message,
 )
+from mcp_servers.knowledge import queries, trials
 from mcp_servers.knowledge.store import (
     AmbiguousDrugName,
     DrugNotFound,
@@ -50,6 +48,7 @@ from mcp_servers.knowledge.store import (
     connect,
     ensure_database,
 )
+from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
 
 mcp = FastMCP(
     "knowledge",
@@ -188,7 +187,9 @@ def drug_vocabulary() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.locations import knowledge_db_path  # the launcher resolves the default; the tools take a path
+    from common.locations import (
+        knowledge_db_path,  # the launcher resolves the default; the tools take a path
+    )
 
     return serve(mcp, argv, name="knowledge", doc=__doc__, configure=configure, default_db=knowledge_db_path)
 

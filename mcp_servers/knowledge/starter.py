@@ -22,7 +22,13 @@ from pathlib import Path
 import sqlite_utils
 
 from mcp_servers.knowledge.migrations import MIGRATIONS
-from mcp_servers.knowledge.writes import origin_of, upsert_article, upsert_drug, upsert_interaction, upsert_trial
+from mcp_servers.knowledge.writes import (
+    origin_of,
+    upsert_article,
+    upsert_drug,
+    upsert_interaction,
+    upsert_trial,
+)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TRIAL_FILES = ("trials_demo.json", "trials_ctgov_sample.json")

@@ -30,8 +30,8 @@ errors, the connection and ``ensure_database``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import sqlite_utils
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import random
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from mcp_servers.knowledge.starter import DATA_DIR
 

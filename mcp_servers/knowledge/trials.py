@@ -24,7 +24,11 @@ import sqlite_utils
 
 from mcp_servers.knowledge.queries import _clip, _fts_groups
 from mcp_servers.knowledge.store import RecordNotFound
-from mcp_servers.knowledge.trial_criteria import age_range_text, split_criteria, trial_sex
+from mcp_servers.knowledge.trial_criteria import (
+    age_range_text,
+    split_criteria,
+    trial_sex,
+)
 
 # How the tool's status filter maps onto ClinicalTrials.gov overallStatus values. "active" means
 # ongoing (not yet finished), so it includes the recruiting statuses; every result also shows

@@ -22,8 +22,8 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from mcp_servers.umls import search as umls_search
 from mcp_servers.umls.foundation import InvalidQuery, NoMatch, norm

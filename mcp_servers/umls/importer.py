@@ -36,14 +36,13 @@ import random
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from common import sqlite
 from common.sqlite import set_meta, write_transaction
-from mcp_servers.umls import foundation
-from mcp_servers.umls import store
+from mcp_servers.umls import foundation, store
 
 KEEP_SABS = ("SNOMEDCT_US", "RXNORM", "LNC", "MSH")
 MAX_SHRINK = 0.2  # an import may leave the store with at most a fifth fewer concepts than before

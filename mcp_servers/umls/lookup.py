@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import sqlite_utils
 
-from mcp_servers.umls.foundation import CUI_RE, DRUG_TUIS, STRUCTURAL_TUIS, ConceptNotFound, InvalidQuery
+from mcp_servers.umls.foundation import (
+    CUI_RE,
+    DRUG_TUIS,
+    STRUCTURAL_TUIS,
+    ConceptNotFound,
+    InvalidQuery,
+)
 
 
 def concept_types(db: sqlite_utils.Database, cui: str) -> list[dict]:

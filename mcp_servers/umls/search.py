@@ -29,8 +29,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from mcp_servers.umls.lookup import concept_types
 from mcp_servers.umls.foundation import InvalidQuery, NoMatch, connect, deletions, norm
+from mcp_servers.umls.lookup import concept_types
 
 MAX_TERM_CHARS = 200
 _WORD_ROWS = 300  # FTS matches scored per query (shortest names first)

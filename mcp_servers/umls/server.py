@@ -21,22 +21,19 @@ Run: ``python -m mcp_servers.umls [--db PATH] [--http HOST:PORT]`` (stdio by def
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Callable, Iterator, Literal
+from typing import Annotated, Literal
 
 from fastmcp import FastMCP
-
-from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
 from fastmcp.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_servers.umls import grounding
-from mcp_servers.umls import lookup
-from mcp_servers.umls import foundation
-from mcp_servers.umls import search as umls_search
-from mcp_servers.umls import store
 from mcp_servers.contracts import READ_ONLY, tool_error_message
+from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
+from mcp_servers.umls import foundation, grounding, lookup, store
+from mcp_servers.umls import search as umls_search
 
 mcp = FastMCP(
     "umls",
@@ -180,7 +177,9 @@ def ground_text(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.locations import umls_db_path  # the launcher resolves the default; the tools take a path
+    from common.locations import (
+        umls_db_path,  # the launcher resolves the default; the tools take a path
+    )
 
     return serve(mcp, argv, name="umls", doc=__doc__, configure=configure, default_db=umls_db_path)
 

@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import sqlite_utils
 
 from common import sqlite
 from common.sqlite import get_meta, set_meta, write_transaction
-from mcp_servers.umls.foundation import CUI_RE, MIGRATIONS, SEMANTIC_TYPES, STORE, deletions, norm
+from mcp_servers.umls.foundation import (
+    CUI_RE,
+    MIGRATIONS,
+    SEMANTIC_TYPES,
+    STORE,
+    deletions,
+    norm,
+)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 STARTER_FILE = DATA_DIR / "concepts.tsv"

@@ -12,7 +12,13 @@ import re
 
 from appliance.acceptance.cases import Case
 from appliance.agent.dictation import instruction_text
-from appliance.agent.schemas import IntentClassification, NextToolSelection, ResultAssessment, RetryStrategy, ToolSelection
+from appliance.agent.schemas import (
+    IntentClassification,
+    NextToolSelection,
+    ResultAssessment,
+    RetryStrategy,
+    ToolSelection,
+)
 from appliance.llm.base import CallStats, parse_constrained
 from mcp_servers.contracts import ARG_SCHEMAS
 

@@ -22,8 +22,8 @@ def oracle_cli(monkeypatch, turn_agent, appliance_home):
     """``model accept`` on the right oracle: its turns over scripted tools, perfect job figures."""
     import appliance.acceptance.run as run_module
     import appliance.cli.acceptance as cli_module
-    import appliance.setup.home as init_module
     import appliance.runtime as runtime
+    import appliance.setup.home as init_module
 
     model = Oracle(load_cases(), right=True)
     monkeypatch.setattr(runtime, "load_model", lambda settings: model)

@@ -9,8 +9,8 @@ import pytest
 from appliance.agent.graph import EMPTY_QUESTION, Agent
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
-from tests.agent.helpers import approve_as_override
 from appliance.tools.scripted import ScriptedToolBox
+from tests.agent.helpers import approve_as_override
 
 IA, IC, TS, TE, RC, DR, EH, SY = (
     "INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",

@@ -5,7 +5,12 @@ never a record dump or an id; a notice that says where it looked and never lists
 from __future__ import annotations
 
 from appliance.agent.fact_guard import Unsupported
-from appliance.agent.nodes.synthesize import NOT_READ, NOTHING_HELD, run, withheld_answer
+from appliance.agent.nodes.synthesize import (
+    NOT_READ,
+    NOTHING_HELD,
+    run,
+    withheld_answer,
+)
 from appliance.agent.state import AgentState, ToolResult
 from appliance.llm.fake import ScriptedModel
 from tests.agent.helpers import state

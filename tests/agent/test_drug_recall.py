@@ -23,8 +23,8 @@ import sqlite_utils
 
 from appliance.medication.names import TOKEN_RE, DrugRecogniser
 from mcp_servers.knowledge import queries as knowledge_queries
-from mcp_servers.umls import lookup as umls_lookup
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
+from mcp_servers.umls import lookup as umls_lookup
 from mcp_servers.umls.store import ensure_database as ensure_umls
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -8,13 +8,13 @@ import sys
 import pytest
 import sqlite_utils
 
-from appliance.medication import names as drugs_module
-from appliance.medication.names import DrugRecogniser, Mention
 from appliance.agent.nodes import input_assembly, tool_execute
 from appliance.agent.state import AgentState
+from appliance.medication import names as drugs_module
+from appliance.medication.names import DrugRecogniser, Mention
 from mcp_servers.knowledge import queries as knowledge_queries
-from mcp_servers.umls import lookup as umls_lookup
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
+from mcp_servers.umls import lookup as umls_lookup
 from mcp_servers.umls.store import ensure_database as ensure_umls
 
 DRUGS = DrugRecogniser()

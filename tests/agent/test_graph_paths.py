@@ -10,9 +10,9 @@ from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
-from tests.agent.helpers import approve_as_override
 from appliance.tools.scripted import ScriptedToolBox
 from mcp_servers.contracts import TOOL_LABELS
+from tests.agent.helpers import approve_as_override
 
 IA, IC, TS, TE, RC, DR, EH, SY = (
     "INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",
@@ -273,7 +273,6 @@ def test_write_approved_runs_once():
 
 
 def test_step_limit_stops_the_loop():
-    tools = ["search_patient", "get_patient_chart", "check_drug_safety", "search_medical_literature", "find_clinical_trials"]
     script = {IC: [intent("search_patient")], TS: []}
     args = {"search_patient": {"name": "Maria Garcia"}, "get_patient_chart": {"patient_id": "pat-002"},
             "check_drug_safety": {"drug_name": "metformin"}, "search_medical_literature": {"query": "metformin"}}

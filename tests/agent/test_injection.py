@@ -10,13 +10,16 @@ import sqlite3
 
 import pytest
 
-from appliance.agent.nodes.tool_execute import copied_fields, execute, grounded_patient_ids
+from appliance.agent.nodes.tool_execute import (
+    copied_fields,
+    execute,
+    grounded_patient_ids,
+)
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
-from appliance.setup.home import init_home
 from appliance.selftest.injection import PLACEMENTS, InjectionChecks, load_cases
+from appliance.setup.home import init_home
 from appliance.tools.base import ToolOutcome, approve_all
 from appliance.tools.in_process import InProcessToolBox, servers_on
-from common import locations
 
 pytestmark = pytest.mark.timeout(120)
 CASES = load_cases()

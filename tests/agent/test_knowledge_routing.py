@@ -19,7 +19,7 @@ from mcp_servers.knowledge.store import ensure_database
 from tests.knowledge.knowledge_helpers import call
 
 pytestmark = pytest.mark.timeout(120)
-S, I, L, T, D = ("check_drug_safety", "check_drug_interactions", "search_medical_literature",
+S, INTERACT, L, T, D = ("check_drug_safety", "check_drug_interactions", "search_medical_literature",
                  "find_clinical_trials", "get_trial_details")
 DOFETILIDE_TALK = [("user", "Check FDA warnings for dofetilide"), ("assistant", "Dofetilide: boxed warning ...")]
 PAIR_TALK = [("user", "does warfarin interact with ibuprofen?"), ("assistant", "warfarin + ibuprofen: major ...")]
@@ -63,27 +63,27 @@ ROWS = [
     ("what are its side effects?", S, {"drug_name": "dofetilide"}, DOFETILIDE_TALK),
     ("is it safe in pregnancy", S, {"drug_name": "dofetilide"}, DOFETILIDE_TALK),
     ("and in renal failure?", S, {"drug_name": "dofetilide"}, DOFETILIDE_TALK),
-    ("does it interact with ibuprofen?", I, {"drug_names": {"dofetilide", "ibuprofen"}}, DOFETILIDE_TALK),
-    ("are they safe together?", I, {"drug_names": {"warfarin", "ibuprofen"}}, PAIR_TALK),
+    ("does it interact with ibuprofen?", INTERACT, {"drug_names": {"dofetilide", "ibuprofen"}}, DOFETILIDE_TALK),
+    ("are they safe together?", INTERACT, {"drug_names": {"warfarin", "ibuprofen"}}, PAIR_TALK),
     # interactions: two named drugs with interaction words, or given together
-    ("does warfarin interact with ibuprofen?", I, {"drug_names": {"warfarin", "ibuprofen"}}, None),
-    ("Does warfarin interact with ibuprofen", I, {"drug_names": {"warfarin", "ibuprofen"}}, None),
-    ("can I give metronidazole with warfarin", I, {"drug_names": {"metronidazole", "warfarin"}}, None),
-    ("can i give clarithromycin with simvastatin?", I, {"drug_names": {"clarithromycin", "simvastatin"}}, None),
-    ("warfarin and aspirin together?", I, {"drug_names": {"warfarin", "aspirin"}}, None),
-    ("Xarelto and aspirin together", I, {"drug_names": {"rivaroxaban", "aspirin"}}, None),
-    ("interaction between simvastatin and clarithromycin", I, {"drug_names": {"simvastatin", "clarithromycin"}}, None),
-    ("any DDI between fluconazole and warfarin", I, {"drug_names": {"fluconazole", "warfarin"}}, None),
-    ("is it safe to take ibuprofen and lisinopril together", I, {"drug_names": {"ibuprofen", "lisinopril"}}, None),
-    ("is warfarin safe with ibuprofen?", I, {"drug_names": {"warfarin", "ibuprofen"}}, None),
-    ("warfarin + aspirin?", I, {"drug_names": {"warfarin", "aspirin"}}, None),
-    ("can I give tramadol to a patient on sertraline", I, {"drug_names": {"tramadol", "sertraline"}}, None),
-    ("digoxin with amiodarone ok?", I, {"drug_names": {"digoxin", "amiodarone"}}, None),
-    ("check Coumadin against Bactrim", I, {"drug_names": {"warfarin", "trimethoprim-sulfamethoxazole"}}, None),
-    ("clopidogrel omeprazole interaction", I, {"drug_names": {"clopidogrel", "omeprazole"}}, None),
-    ("combining sertraline and tramadol", I, {"drug_names": {"sertraline", "tramadol"}}, None),
-    ("can he take naproxen alongside apixaban", I, {"drug_names": {"naproxen", "apixaban"}}, None),
-    ("does ciprofloxacin interact with warfrin", I, {"drug_names": {"ciprofloxacin", "warfarin"}}, None),
+    ("does warfarin interact with ibuprofen?", INTERACT, {"drug_names": {"warfarin", "ibuprofen"}}, None),
+    ("Does warfarin interact with ibuprofen", INTERACT, {"drug_names": {"warfarin", "ibuprofen"}}, None),
+    ("can I give metronidazole with warfarin", INTERACT, {"drug_names": {"metronidazole", "warfarin"}}, None),
+    ("can i give clarithromycin with simvastatin?", INTERACT, {"drug_names": {"clarithromycin", "simvastatin"}}, None),
+    ("warfarin and aspirin together?", INTERACT, {"drug_names": {"warfarin", "aspirin"}}, None),
+    ("Xarelto and aspirin together", INTERACT, {"drug_names": {"rivaroxaban", "aspirin"}}, None),
+    ("interaction between simvastatin and clarithromycin", INTERACT, {"drug_names": {"simvastatin", "clarithromycin"}}, None),
+    ("any DDI between fluconazole and warfarin", INTERACT, {"drug_names": {"fluconazole", "warfarin"}}, None),
+    ("is it safe to take ibuprofen and lisinopril together", INTERACT, {"drug_names": {"ibuprofen", "lisinopril"}}, None),
+    ("is warfarin safe with ibuprofen?", INTERACT, {"drug_names": {"warfarin", "ibuprofen"}}, None),
+    ("warfarin + aspirin?", INTERACT, {"drug_names": {"warfarin", "aspirin"}}, None),
+    ("can I give tramadol to a patient on sertraline", INTERACT, {"drug_names": {"tramadol", "sertraline"}}, None),
+    ("digoxin with amiodarone ok?", INTERACT, {"drug_names": {"digoxin", "amiodarone"}}, None),
+    ("check Coumadin against Bactrim", INTERACT, {"drug_names": {"warfarin", "trimethoprim-sulfamethoxazole"}}, None),
+    ("clopidogrel omeprazole interaction", INTERACT, {"drug_names": {"clopidogrel", "omeprazole"}}, None),
+    ("combining sertraline and tramadol", INTERACT, {"drug_names": {"sertraline", "tramadol"}}, None),
+    ("can he take naproxen alongside apixaban", INTERACT, {"drug_names": {"naproxen", "apixaban"}}, None),
+    ("does ciprofloxacin interact with warfrin", INTERACT, {"drug_names": {"ciprofloxacin", "warfarin"}}, None),
     # the literature
     ("evidence for SGLT2 inhibitors in heart failure", L, {"query": "SGLT2 inhibitors heart failure"}, None),
     ("any studies on metformin and cancer risk", L, {"query": "metformin cancer risk"}, None),
@@ -148,7 +148,7 @@ def _matches(args: dict, expected: dict) -> bool:
 
 def test_the_table_is_long_enough_and_says_what_it_tests():
     assert len(ROWS) >= 60
-    assert {row[1] for row in ROWS} == {S, I, L, T, D}
+    assert {row[1] for row in ROWS} == {S, INTERACT, L, T, D}
 
 
 @pytest.mark.parametrize("query, tool, expected, history", ROWS, ids=[r[0] for r in ROWS])

@@ -11,9 +11,8 @@ from appliance.agent.nodes.router import Limits, route, steps_not_done
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
-from tests.agent.helpers import approve_as_override
 from appliance.tools.scripted import ScriptedToolBox
-from tests.agent.helpers import ok, state
+from tests.agent.helpers import approve_as_override, ok, state
 
 IA, IC, TS, TE, RC, DR, EH, SY = (
     "INPUT_ASSEMBLY", "INTENT_CLASSIFY", "TOOL_SELECT", "TOOL_EXECUTE",

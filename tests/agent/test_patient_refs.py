@@ -14,9 +14,18 @@ import pytest
 from appliance.agent.graph import Agent
 from appliance.agent.nodes import input_assembly
 from appliance.agent.nodes.error_handler import decide
-from appliance.agent.nodes.router import Limits, clarification_for_matches, required_tools
+from appliance.agent.nodes.router import (
+    Limits,
+    clarification_for_matches,
+    required_tools,
+)
 from appliance.agent.nodes.tool_execute import typed_ids, validate_args
-from appliance.agent.patient_refs import Candidate, candidates_in, choose, find_patient_ids
+from appliance.agent.patient_refs import (
+    Candidate,
+    candidates_in,
+    choose,
+    find_patient_ids,
+)
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel

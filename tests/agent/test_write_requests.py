@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.graph import Agent
-from appliance.agent.write_requests import ALLERGY, NOT_CHANGED, NOTE, PRESCRIBE, write_requests
+from appliance.agent.write_requests import (
+    ALLERGY,
+    NOT_CHANGED,
+    NOTE,
+    PRESCRIBE,
+    write_requests,
+)
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import deny_all

@@ -5,9 +5,9 @@ ends' reading of it back."""
 from __future__ import annotations
 
 import pytest
+from test_ehr_server import call_error
 
 from ehr_db.name_match import closest_in, closest_sentence
-from test_ehr_server import call_error
 
 TYPOS = [
     ("emily jonson", "Emily Johnson"),

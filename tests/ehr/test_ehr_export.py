@@ -14,7 +14,14 @@ from ehr_db.fhir_export import ExportError, export_bundle
 from ehr_db.fhir_export_resources import PATIENT_ID_SYSTEM
 from ehr_db.repository import EhrRepository
 from tests.ehr.export_helpers import (
-    CLINICIAN, OVERRIDE_REASON, afternoon, approval_parts, approved, bundle, make_home, of_type,
+    CLINICIAN,
+    OVERRIDE_REASON,
+    afternoon,
+    approval_parts,
+    approved,
+    bundle,
+    make_home,
+    of_type,
 )
 
 

@@ -14,8 +14,8 @@ from fastmcp.exceptions import ToolError
 
 from ehr_db.errors import InvalidField
 from ehr_db.repository import EhrRepository
-from mcp_servers.ehr import server as ehr
 from mcp_servers.contracts import parse_tool_error
+from mcp_servers.ehr import server as ehr
 
 WRITE = ("prescribe_medication", {"patient_id": "abc-123", "medication_name": "lisinopril", "dosage": "10 mg",
                                   "frequency": "once daily", "notes": None})

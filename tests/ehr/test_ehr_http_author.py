@@ -13,9 +13,9 @@ import uvicorn
 from ehr_helpers import audit_rows, call
 from fastmcp import Client
 
+from appliance.bench.clinic import free_ports
 from appliance.tools.mcp_client import MCPToolBox
 from mcp_servers.ehr import server as ehr
-from appliance.bench.clinic import free_ports
 
 PRESCRIPTION = {"patient_id": "abc-123", "medication_name": "Metformin", "dosage": "500 mg",
                 "frequency": "twice daily", "notes": None}

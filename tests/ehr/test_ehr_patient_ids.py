@@ -15,7 +15,6 @@ from ehr_db.fhir_import import import_fhir_bundle
 from ehr_db.repository import EhrRepository
 from mcp_servers.contracts import parse_tool_error
 
-
 ALLERGY = {"substance": "penicillin", "reaction": "hives", "severity": None}
 CASES = [
     # (patient ID, the chart read's error type or None, the write's)

@@ -6,7 +6,7 @@ import json
 from datetime import date
 
 import pytest
-from ehr_helpers import audit_rows, row_counts, row_claim
+from ehr_helpers import audit_rows, row_claim, row_counts
 
 from ehr_db.errors import DatabaseNotReady, InvalidField, PatientNotFound
 from ehr_db.repository import EhrRepository, fold

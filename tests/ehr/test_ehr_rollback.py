@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from appliance.accounts import AccountStore
-from appliance.cli import main
 from appliance.accounts.sessions import SessionStore
+from appliance.cli import main
 from ehr_db import audit
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database

@@ -10,10 +10,17 @@ from ehr_helpers import audit_rows, call, row_counts
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from mcp_servers.ehr import server as ehr
 from mcp_servers.contracts import (
-    APPROVAL, ARG_SCHEMAS, IDEMPOTENCY_KEY, SIG, SIG_TOOLS, TOOL_SERVERS, WRITE_TOOLS, parse_tool_error,
+    APPROVAL,
+    ARG_SCHEMAS,
+    IDEMPOTENCY_KEY,
+    SIG,
+    SIG_TOOLS,
+    TOOL_SERVERS,
+    WRITE_TOOLS,
+    parse_tool_error,
 )
+from mcp_servers.ehr import server as ehr
 
 EHR_TOOLS = sorted(t for t, server in TOOL_SERVERS.items() if server == "ehr")
 

@@ -8,10 +8,16 @@ import json
 from extraction_helpers import EXPECTED, PROTOCOL_PAGES, protocol_script
 
 from appliance.cli import main
-from appliance.extraction.evaluation import (
-    RefBullet, match_score, reference_bullets, score_record, summary_json, totals, write_run,
-)
 from appliance.cli.extract import ProgressBar
+from appliance.extraction.evaluation import (
+    RefBullet,
+    match_score,
+    reference_bullets,
+    score_record,
+    summary_json,
+    totals,
+    write_run,
+)
 
 RECORD_TEXT = """Inclusion Criteria:
 
@@ -190,9 +196,9 @@ def test_a_big_text_file_is_estimated_and_refused_by_characters(tmp_path, capsys
 
 
 def test_the_estimate_counts_one_call_per_page_window():
+    from appliance.cli.extract import estimate_calls
     from appliance.extraction import ExtractionConfig
     from appliance.extraction.loaders import Document, Page
-    from appliance.cli.extract import estimate_calls
 
     config = ExtractionConfig()
     window = config.page_cap * 3

@@ -4,13 +4,25 @@ code shortcuts save, what each stage keeps, and what code checks in the model's 
 from __future__ import annotations
 
 import pytest
-from extraction_helpers import EXPECTED, PROTOCOL_PAGES, details, protocol_script, text_pdf
+from extraction_helpers import (
+    EXPECTED,
+    PROTOCOL_PAGES,
+    details,
+    protocol_script,
+    text_pdf,
+)
 
 from appliance.errors import ConstrainedOutputInvalid
 from appliance.extraction import ExtractionConfig, extract_criteria, load_documents
 from appliance.extraction.chunking import split_to_fit, token_counter
 from appliance.extraction.loaders import Document, Page
-from appliance.extraction.stages import DETAILS_NODE, PAGE_NODE, PARAGRAPH_NODE, SPLIT_NODE, checked_pieces
+from appliance.extraction.stages import (
+    DETAILS_NODE,
+    PAGE_NODE,
+    PARAGRAPH_NODE,
+    SPLIT_NODE,
+    checked_pieces,
+)
 from appliance.llm.fake import ScriptedModel
 from appliance.llm.prompt import render_gemma
 

@@ -6,9 +6,19 @@ from __future__ import annotations
 import pytest
 
 from appliance.errors import ConstrainedOutputInvalid
-from appliance.grounding import GroundingConfig, SearchUnavailable, ground, ground_entities
+from appliance.grounding import (
+    GroundingConfig,
+    SearchUnavailable,
+    ground,
+    ground_entities,
+)
 from appliance.grounding.loop import (
-    EVALUATE_MAX_TOKENS, EXTRACT_MAX_TOKENS, NODE_EVALUATE, NODE_EXTRACT, check_selection, code_was_shown,
+    EVALUATE_MAX_TOKENS,
+    EXTRACT_MAX_TOKENS,
+    NODE_EVALUATE,
+    NODE_EXTRACT,
+    check_selection,
+    code_was_shown,
 )
 from appliance.grounding.schemas import Extraction, evaluation_schema
 from appliance.llm.fake import ScriptedModel

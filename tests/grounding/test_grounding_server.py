@@ -9,14 +9,14 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
+from appliance.grounding import SearchUnavailable
+from appliance.grounding.grounder import make_grounder
 from appliance.grounding.loop import NODE_EVALUATE, NODE_EXTRACT
 from appliance.grounding.search import MCPSearch
-from appliance.grounding.grounder import make_grounder
-from appliance.grounding import SearchUnavailable
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import ToolOutcome
-from mcp_servers.umls import server as umls
 from mcp_servers.contracts import parse_tool_error
+from mcp_servers.umls import server as umls
 
 TEXT = "Taking Tylenol for sugar diabetes; no blood thinner"
 

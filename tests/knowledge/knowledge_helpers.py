@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from mcp_servers.knowledge import server as knowledge
 from mcp_servers.contracts import parse_tool_error
+from mcp_servers.knowledge import server as knowledge
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

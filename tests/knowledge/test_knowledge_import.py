@@ -10,10 +10,14 @@ import zipfile
 import pytest
 
 from mcp_servers.knowledge import queries
-from mcp_servers.knowledge.trials import trial_details
-from mcp_servers.knowledge.importers.driver import import_ctgov_studies, import_openfda_labels, import_pubmed_xml
+from mcp_servers.knowledge.importers.driver import (
+    import_ctgov_studies,
+    import_openfda_labels,
+    import_pubmed_xml,
+)
 from mcp_servers.knowledge.importers.sources import ImportSourceError, iter_json_records
 from mcp_servers.knowledge.store import connect
+from mcp_servers.knowledge.trials import trial_details
 from tests.knowledge.knowledge_helpers import FIXTURES, call
 
 OPENFDA = FIXTURES / "openfda" / "drug-label-0001-of-0001.json"

@@ -8,7 +8,11 @@ import re
 import pytest
 from knowledge_helpers import FIXTURES
 
-from mcp_servers.knowledge.importers.driver import MAX_SHRINK, ImportRefused, import_pubmed_xml
+from mcp_servers.knowledge.importers.driver import (
+    MAX_SHRINK,
+    ImportRefused,
+    import_pubmed_xml,
+)
 from mcp_servers.knowledge.store import connect
 
 ARTICLE = re.search(r"<PubmedArticle>.*?</PubmedArticle>",

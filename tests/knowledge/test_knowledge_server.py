@@ -7,9 +7,8 @@ import asyncio
 import pytest
 from fastmcp import Client
 
-from mcp_servers.knowledge import server as knowledge
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_SERVERS
-
+from mcp_servers.knowledge import server as knowledge
 from tests.knowledge.knowledge_helpers import call
 
 AGENT_TOOLS = sorted(name for name, server in TOOL_SERVERS.items() if server == "knowledge")

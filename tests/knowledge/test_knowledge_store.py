@@ -7,9 +7,7 @@ import re
 import sqlite3
 
 from common.sqlite import MIGRATIONS_TABLE, applied_migrations
-from mcp_servers.knowledge import migrations
-from mcp_servers.knowledge import store
-from mcp_servers.knowledge import writes
+from mcp_servers.knowledge import migrations, store, writes
 from mcp_servers.knowledge.names import display_name, lookup_keys, name_key, strip_salt
 from mcp_servers.knowledge.store import connect, ensure_database
 

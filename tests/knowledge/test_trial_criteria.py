@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_servers.knowledge.trial_criteria import age_range_text, age_years, split_criteria, trial_sex
+from mcp_servers.knowledge.trial_criteria import (
+    age_range_text,
+    age_years,
+    split_criteria,
+    trial_sex,
+)
 
 
 @pytest.mark.parametrize("text, years", [

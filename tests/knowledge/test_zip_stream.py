@@ -10,7 +10,11 @@ import zipfile
 import pytest
 
 from mcp_servers.knowledge.importers.driver import import_ctgov_studies
-from mcp_servers.knowledge.importers.sources import ImportSourceError, ReadPosition, iter_sources
+from mcp_servers.knowledge.importers.sources import (
+    ImportSourceError,
+    ReadPosition,
+    iter_sources,
+)
 from mcp_servers.knowledge.store import connect
 from mcp_servers.knowledge.synthetic import synthetic_studies, write_bulk_zip
 from mcp_servers.zip_stream import count_members, iter_members, open_member
@@ -47,7 +51,7 @@ def test_zip64_archives_with_more_than_65535_members(tmp_path):
             archive.writestr(f"s/{i}.json", b"{}")
     assert count_members(path) == 65_600
     last = None
-    for last in iter_members(path):
+    for last in iter_members(path):  # noqa: B007 - the loop keeps the last member
         pass
     assert last.name == "s/65599.json"
     with open(path, "rb") as raw:

@@ -14,7 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from appliance.agent.schemas import LLM_SCHEMAS
-from appliance.extraction.schemas import AtomicSplit, CriterionDetails, PageFilter, ParagraphFilter
+from appliance.extraction.schemas import (
+    AtomicSplit,
+    CriterionDetails,
+    PageFilter,
+    ParagraphFilter,
+)
 from appliance.llm.closing import closing, closing_reserve
 from appliance.llm.grammar import accepts, output_schema
 from appliance.llm.vision import ImageFindings

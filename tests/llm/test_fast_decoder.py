@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from appliance.llm.fast import BudgetExceeded, SchemaDecoder, fast_supported
-from appliance.llm.token_table import TokenTable
 from appliance.llm.grammar import accepts, output_schema
+from appliance.llm.token_table import TokenTable
 
 # A character-level vocabulary plus a few multi-character pieces.
 PIECES = ['{', '}', '"', ',', ':', '[', ']', 'a', 'b', 'c', ' ', '\n', 'null', 'ab', 'c"', '",', '\\', 'x'] + \

@@ -11,7 +11,12 @@ from pydantic import BaseModel, Field
 
 from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification
 from appliance.errors import SchemaNotSupported
-from appliance.llm.grammar import check_grammar, grammar_for, max_output_chars, output_schema
+from appliance.llm.grammar import (
+    check_grammar,
+    grammar_for,
+    max_output_chars,
+    output_schema,
+)
 from mcp_servers.contracts import ARG_SCHEMAS
 
 ALL = list(LLM_SCHEMAS) + list(ARG_SCHEMAS.values())

@@ -11,7 +11,12 @@ import pytest
 
 from appliance.llm.fast import BudgetExceeded
 from appliance.llm.grammar import accepts, output_schema, string_body_grammar
-from appliance.llm.server_decoding import CHOICE_BIAS, OffOptions, ServerSchemaDecoder, ServerSteps
+from appliance.llm.server_decoding import (
+    CHOICE_BIAS,
+    OffOptions,
+    ServerSchemaDecoder,
+    ServerSteps,
+)
 from tests.llm.test_fast_decoder import PIECES, Arr, Note, ScriptedBackend, Small
 
 PROMPT = [7, 8, 9]  # any ids: the stand-in only checks they lead every request

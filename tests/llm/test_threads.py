@@ -11,8 +11,18 @@ import time
 import pytest
 
 from appliance.llm.threads import (
-    MIN_WINDOW, REFRESH, STALE, CpuSampler, Threads, ThreadGovernor, busy_jiffies, choose, host_threads,
-    own_running_threads, runnable_others, usable_cores,
+    MIN_WINDOW,
+    REFRESH,
+    STALE,
+    CpuSampler,
+    ThreadGovernor,
+    Threads,
+    busy_jiffies,
+    choose,
+    host_threads,
+    own_running_threads,
+    runnable_others,
+    usable_cores,
 )
 
 

@@ -15,14 +15,25 @@ import llama_cpp
 import llama_cpp.mtmd_cpp as real_mtmd
 import pytest
 
-from appliance.errors import GenerationCancelled, GenerationError, GenerationTruncated, ModelFileError
+from appliance.errors import (
+    GenerationCancelled,
+    GenerationError,
+    GenerationTruncated,
+    ModelFileError,
+)
 from appliance.llm import vision
 from appliance.llm.base import VisionModel
 from appliance.llm.fast import BudgetExceeded, DecodeStats, fast_handles
 from appliance.llm.grammar import output_schema
 from appliance.llm.llama import LlamaModel
 from appliance.llm.threads import ThreadGovernor
-from appliance.llm.vision import ImageFileError, ImageFindings, VisionRuntime, VisionUnavailable, read_image
+from appliance.llm.vision import (
+    ImageFileError,
+    ImageFindings,
+    VisionRuntime,
+    VisionUnavailable,
+    read_image,
+)
 from models import projector
 from models.gguf_info import gguf_metadata
 from models.profiles import get_profile

@@ -183,7 +183,7 @@ def test_the_gate_checks_an_as_needed_order_against_its_maximum(home):
     for query in ("rx acetaminophen 1 g q4h prn pain", "rx acetaminophen 1 g q4h prn pain, max 3 g/day"):
         seen: list = []
 
-        def reject(tool, args, safety=None):
+        def reject(tool, args, safety=None, seen=seen):
             seen.append((args, safety))
             return Approval(False, dict(args), "checking the gate only")
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appliance.medication.names import DrugRecogniser
 from appliance.medication import orders
+from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import MAX_TEXT, Amount, Order, parse_order
 
 TABLE = Path(__file__).with_name("order_strings.tsv")

@@ -11,7 +11,12 @@ from typing import NamedTuple
 
 import pytest
 
-from appliance.agent.orders import change_from_words, dosage_arg, prescribing_order, record_frequency
+from appliance.agent.orders import (
+    change_from_words,
+    dosage_arg,
+    prescribing_order,
+    record_frequency,
+)
 from appliance.agent.write_requests import CHANGE, PRESCRIBE, STATUS, write_requests
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import Amount

@@ -8,7 +8,12 @@ import pytest
 from appliance.agent.chart_answers import medication_lines
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import parse_order
-from appliance.medication.sig import dispense_request, dosage_instruction, sig_record, sig_summary
+from appliance.medication.sig import (
+    dispense_request,
+    dosage_instruction,
+    sig_record,
+    sig_summary,
+)
 from appliance.medication.spelling import suggestion
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.prescreen.aggregate import CriterionJudgement, aggregate, rank_key, standing_for
+from appliance.prescreen.aggregate import (
+    CriterionJudgement,
+    aggregate,
+    rank_key,
+    standing_for,
+)
 
 
 def inc(verdict: str, text: str = "inclusion", cited=("P1",), by="model") -> CriterionJudgement:

@@ -8,9 +8,20 @@ from datetime import date
 import pytest
 
 from appliance.llm.fake import ScriptedModel
-from appliance.prescreen.judge import MAX_CRITERION_CHARS, SYSTEM, evaluate_criterion, note_evidence
 from appliance.prescreen.facts import MAX_BLOCK_CHARS, build_facts
-from appliance.prescreen.run import DISCLAIMER, PrescreenError, PrescreenPatientNotFound, render_text, run_prescreen
+from appliance.prescreen.judge import (
+    MAX_CRITERION_CHARS,
+    SYSTEM,
+    evaluate_criterion,
+    note_evidence,
+)
+from appliance.prescreen.run import (
+    DISCLAIMER,
+    PrescreenError,
+    PrescreenPatientNotFound,
+    render_text,
+    run_prescreen,
+)
 from appliance.prescreen.search import PROPOSE_NODE
 
 INC, EXC = "CRITERION_INCLUSION", "CRITERION_EXCLUSION"

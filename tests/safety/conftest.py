@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from appliance.safety import StoreKnowledge
-from appliance.safety.matrix import AS_OF  # the demo file's "as_of" date: every age in the tables is taken on it
+from appliance.safety.matrix import (
+    AS_OF,  # the demo file's "as_of" date: every age in the tables is taken on it
+)
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge

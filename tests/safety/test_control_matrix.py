@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from appliance.safety.control_matrix import (
-    CONTROL_CHART, check_words, hazard_missed, hazard_orders, run_control_matrix, safe_orders,
+    CONTROL_CHART,
+    check_words,
+    hazard_missed,
+    hazard_orders,
+    run_control_matrix,
+    safe_orders,
 )
 from appliance.selftest.suite import MAX_REFUSAL_RATE
 

@@ -13,7 +13,13 @@ from appliance.medication.orders import Amount, Order
 from appliance.safety.chart import ChartMedication
 from appliance.safety.classes import KNOWN_INGREDIENTS, fold, ingredients_in
 from appliance.safety.doses import (
-    COLUMNS, ROUTES, DoseTableError, dose_findings, dose_table, limit_for, parse_table,
+    COLUMNS,
+    ROUTES,
+    DoseTableError,
+    dose_findings,
+    dose_table,
+    limit_for,
+    parse_table,
 )
 
 DEMO = Path(__file__).resolve().parents[2] / "ehr_db" / "demo" / "patients.json"

@@ -8,7 +8,10 @@ import pytest
 
 from appliance.safety.classes import CLASSES
 from appliance.safety.generated_matrix import (
-    MAX_NAMES_PER_GROUP, brand_names, expected_allergy, run_generated_matrix,
+    MAX_NAMES_PER_GROUP,
+    brand_names,
+    expected_allergy,
+    run_generated_matrix,
 )
 from appliance.safety.rules import CLASS_INTERACTIONS
 from appliance.selftest.suite import failures, table

@@ -4,7 +4,6 @@ finding a pharmacist would give, on the real demo charts and the real knowledge 
 
 from __future__ import annotations
 
-
 import pytest
 
 from appliance.medication.names import DrugRecogniser
@@ -13,7 +12,6 @@ from appliance.safety.headless import OVERRIDE_HINT, HeadlessApprover
 from appliance.safety.ingredients import DrugResolver, default_resolver, ingredients_of
 from appliance.safety.knowledge import ToolBoxKnowledge, synonym_from
 from mcp_servers.umls import server as umls_server
-
 from tests.safety.safety_helpers import InMemoryToolBox, codes, make_chart
 
 

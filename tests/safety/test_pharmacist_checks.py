@@ -7,11 +7,11 @@ limits, interactions the data may lack a row for, and combination products by co
 from __future__ import annotations
 
 import pytest
+from safety_helpers import make_chart
 
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import parse_order
 from appliance.safety import check_prescription
-from safety_helpers import make_chart
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,19 @@ import pytest
 from appliance.safety import check_prescription
 from appliance.safety.chart import renal_status
 from appliance.safety.classes import (
-    CLASSES, KNOWN_INGREDIENTS, RXNORM_TO_INGREDIENT, classes_named_in, ingredients_in,
+    CLASSES,
+    KNOWN_INGREDIENTS,
+    RXNORM_TO_INGREDIENT,
+    classes_named_in,
+    ingredients_in,
 )
-from appliance.safety.rules import BEERS, CLASS_INTERACTIONS, PAEDIATRIC, PREGNANCY, RENAL
+from appliance.safety.rules import (
+    BEERS,
+    CLASS_INTERACTIONS,
+    PAEDIATRIC,
+    PREGNANCY,
+    RENAL,
+)
 from ehr_db.codes import RXNORM_INGREDIENTS
 from tests.safety.safety_helpers import FakeKnowledge, codes, make_chart, safety_of
 

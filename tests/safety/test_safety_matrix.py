@@ -18,6 +18,7 @@ from appliance.safety.matrix import DRUGS, EXPECTED, UNKNOWN_TO_DATA, run_matrix
 from appliance.safety.matrix import actual as above_info
 from appliance.safety.report import UNKNOWN_DRUG_TEXT
 
+
 def test_the_table_is_complete():
     assert len(EXPECTED) >= 10
     for patient, cells in EXPECTED.items():

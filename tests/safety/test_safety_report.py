@@ -7,13 +7,29 @@ import json
 import pytest
 
 from appliance.safety import (
-    AmbiguousDrug, KnowledgeUnavailable, Override, ToolBoxKnowledge, check_prescription, decide,
+    AmbiguousDrug,
+    KnowledgeUnavailable,
+    Override,
+    ToolBoxKnowledge,
+    check_prescription,
+    decide,
 )
 from appliance.safety.headless import OVERRIDE_HINT, HeadlessApprover
-from appliance.safety.report import UNKNOWN_DRUG_TEXT, Finding, SafetyReport, fit_audit, sort_findings
+from appliance.safety.report import (
+    UNKNOWN_DRUG_TEXT,
+    Finding,
+    SafetyReport,
+    fit_audit,
+    sort_findings,
+)
 from appliance.tools.base import ToolOutcome
 from mcp_servers.knowledge import server as knowledge_server
-from tests.safety.safety_helpers import FakeKnowledge, InMemoryToolBox, make_chart, safety_of
+from tests.safety.safety_helpers import (
+    FakeKnowledge,
+    InMemoryToolBox,
+    make_chart,
+    safety_of,
+)
 
 PENICILLIN_ANAPHYLAXIS = [("Penicillin", "Anaphylaxis", "severe")]
 

@@ -24,7 +24,6 @@ from fastmcp.server.middleware import Middleware  # noqa: E402
 
 from mcp_servers.ehr import server as ehr  # noqa: E402
 
-
 # The MCP channel: fastmcp moves fd 1 aside (stray prints go to stderr), so keep our own copy.
 CHANNEL = os.dup(1)
 

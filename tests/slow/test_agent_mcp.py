@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from common import locations
 from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.base import approve_all, deny_all
 from appliance.tools.mcp_client import MCPToolBox
+from common import locations
 from ehr_db.setup import ensure_database
 from tests.agent.helpers import approve_as_override
 

@@ -10,7 +10,13 @@ import math
 import pytest
 
 from tests.properties.cli_argv import cli_on_a_fresh_home, generated_runs
-from tests.properties.tool_calls import Tally, audit_chain_verifies, published_tools, run_tool, servers_on_a_fresh_home
+from tests.properties.tool_calls import (
+    Tally,
+    audit_chain_verifies,
+    published_tools,
+    run_tool,
+    servers_on_a_fresh_home,
+)
 
 pytestmark = pytest.mark.timeout(1800)
 TOOLS = published_tools()

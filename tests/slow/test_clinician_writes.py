@@ -19,8 +19,8 @@ import pytest
 from appliance.accounts import AccountStore
 from appliance.cli import main
 from appliance.config import Settings
-from appliance.setup.home import init_home
 from appliance.llm.fake import ScriptedModel
+from appliance.setup.home import init_home
 from common import locations
 from tests.tui.helpers import SIZE, ask, ready, wait_until
 from tests.tui.test_tui_sign_in import sign_in

@@ -14,9 +14,9 @@ import pytest
 from appliance.agent.graph import Agent
 from appliance.config import Settings
 from appliance.runtime import load_model
+from appliance.setup.home import init_home
 from appliance.tools.base import Approval
 from appliance.tools.mcp_client import MCPToolBox
-from appliance.setup.home import init_home
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.heavy]
 

@@ -16,11 +16,22 @@ import random
 
 import pytest
 
-from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
-from appliance.agent.schemas import LLM_SCHEMAS, IntentClassification, NextToolSelection, ResultAssessment, RetryStrategy, ToolSelection
-from appliance.llm.grammar import token_budget
+from appliance.agent.nodes import (
+    error_handler,
+    intent_classify,
+    result_classify,
+    tool_select,
+)
+from appliance.agent.schemas import (
+    LLM_SCHEMAS,
+    IntentClassification,
+    NextToolSelection,
+    ResultAssessment,
+    RetryStrategy,
+    ToolSelection,
+)
 from appliance.llm.batch import BatchJob
-from appliance.llm.grammar import accepts, min_output_chars
+from appliance.llm.grammar import accepts, min_output_chars, token_budget
 from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message
 from common.locations import models_dir

@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -24,8 +24,8 @@ from appliance.llm.llama import LlamaModel
 from appliance.llm.prompt import Message, render_parts, tokenize_parts
 from appliance.llm.server import ModelServerUnavailable, ServerModel
 from common.locations import models_dir
-from models.assemble import assemble_default_model
 from mcp_servers.access import token_digest as terminal_key
+from models.assemble import assemble_default_model
 from models.profiles import get_profile
 from tests.slow import model_server
 

@@ -11,9 +11,9 @@ import pytest
 
 from appliance.agent.nodes import intent_classify, result_classify, tool_select
 from appliance.agent.nodes.input_assembly import extract_entities
-from appliance.medication.names import DrugRecogniser
 from appliance.agent.state import AgentState, ToolResult
 from appliance.config import Settings
+from appliance.medication.names import DrugRecogniser
 from common.locations import models_dir
 from mcp_servers.contracts import TOOL_LABELS
 from models.profiles import get_profile

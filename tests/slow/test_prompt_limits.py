@@ -16,7 +16,14 @@ from appliance.errors import ContextOverflow
 from appliance.llm import fit as fit_module
 from appliance.llm.fit import SHORTENED
 from appliance.llm.llama import LlamaModel
-from appliance.llm.prompt import END, START, Message, render_gemma, split_parts, tokenize_parts
+from appliance.llm.prompt import (
+    END,
+    START,
+    Message,
+    render_gemma,
+    split_parts,
+    tokenize_parts,
+)
 from common.locations import models_dir
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database

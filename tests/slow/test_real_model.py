@@ -15,13 +15,18 @@ import textwrap
 import pytest
 from pydantic import BaseModel, Field
 
-from appliance.agent.nodes import error_handler, intent_classify, result_classify, tool_select
+from appliance.agent.nodes import (
+    error_handler,
+    intent_classify,
+    result_classify,
+    tool_select,
+)
 from appliance.agent.nodes.input_assembly import extract_entities
-from appliance.medication.names import DrugRecogniser
 from appliance.agent.nodes.router import Limits
 from appliance.agent.schemas import LLM_SCHEMAS
 from appliance.agent.state import AgentState, ToolResult
 from appliance.llm.llama import LlamaModel
+from appliance.medication.names import DrugRecogniser
 from common.locations import models_dir
 from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 from models.assemble import assemble_default_model

@@ -13,20 +13,20 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
+from appliance.bench.clinic import free_ports
 from ehr_db.setup import ensure_database as ensure_ehr
 from mcp_servers.contracts import parse_tool_error
 from mcp_servers.knowledge.store import ensure_database as ensure_knowledge
 from mcp_servers.umls.store import ensure_database as ensure_umls
-from appliance.bench.clinic import free_ports
 
 PROJECT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off", "APPLIANCE_USER": "transport-test"}

@@ -6,11 +6,18 @@ from __future__ import annotations
 import pytest
 from textual.widgets import OptionList
 
-from common import locations
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
+from common import locations
 from tests.tui.helpers import (
-    SY, WRITE_QUESTIONS, approve, ask, ready, settle, wait_until, write_script,
+    SY,
+    WRITE_QUESTIONS,
+    approve,
+    ask,
+    ready,
+    settle,
+    wait_until,
+    write_script,
 )
 from tui.app import ClinicApp
 from tui.screens.approval import ApprovalScreen

@@ -8,9 +8,9 @@ decoded and encoded, the model decodes after its embeddings, and the findings ar
 
 from __future__ import annotations
 
-import pytest
-
 import dataclasses
+
+import pytest
 
 from appliance.agent.graph import Agent
 from appliance.agent.nodes.input_assembly import IMAGE_UNAVAILABLE

@@ -9,7 +9,17 @@ import pytest
 from appliance.accounts.sessions import SessionStore
 from appliance.conversation import starts_new_conversation, turn_patients
 from tests.line_session_driver import run_session
-from tests.tui.helpers import IC, SY, ask, chart, intent, make_app, ready, settle, wait_until
+from tests.tui.helpers import (
+    IC,
+    SY,
+    ask,
+    chart,
+    intent,
+    make_app,
+    ready,
+    settle,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 

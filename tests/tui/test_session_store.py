@@ -7,7 +7,13 @@ import sqlite3
 import pytest
 from sqlite_utils import Database
 
-from appliance.accounts.sessions import MIGRATIONS, SessionStore, SessionStoreError, make_title, migrate
+from appliance.accounts.sessions import (
+    MIGRATIONS,
+    SessionStore,
+    SessionStoreError,
+    make_title,
+    migrate,
+)
 from common.sqlite import MIGRATIONS_TABLE, applied_migrations
 
 pytestmark = pytest.mark.timeout(30)

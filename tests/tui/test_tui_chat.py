@@ -7,11 +7,23 @@ import threading
 
 import pytest
 
+from appliance.accounts.sessions import SessionStore
 from appliance.errors import ModelFileError
 from appliance.llm.fake import ScriptedModel
-from appliance.accounts.sessions import SessionStore
 from tests.tui.helpers import (
-    IC, RC, SIZE, SY, THREE_WILSONS, TS, GatedModel, ask, intent, make_app, ready, settle, texts,
+    IC,
+    RC,
+    SIZE,
+    SY,
+    THREE_WILSONS,
+    TS,
+    GatedModel,
+    ask,
+    intent,
+    make_app,
+    ready,
+    settle,
+    texts,
     wait_until,
 )
 from tui import events

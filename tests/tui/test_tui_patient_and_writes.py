@@ -11,8 +11,26 @@ from textual.widgets import Button, Input, OptionList, TextArea
 from appliance.accounts.sessions import SessionStore
 from mcp_servers.contracts import TOOL_LABELS
 from tests.tui.helpers import (
-    IC, RC, SIZE, SY, THREE_WILSONS, TS, WRITE_ARGS, WRITE_QUESTIONS, approve, ask, chart, good, intent,
-    OVERRIDE_REASON, make_app, ready, settle, texts, wait_until, write_script,
+    IC,
+    OVERRIDE_REASON,
+    RC,
+    SIZE,
+    SY,
+    THREE_WILSONS,
+    TS,
+    WRITE_ARGS,
+    WRITE_QUESTIONS,
+    approve,
+    ask,
+    chart,
+    good,
+    intent,
+    make_app,
+    ready,
+    settle,
+    texts,
+    wait_until,
+    write_script,
 )
 from tui.screens.approval import ApprovalScreen
 from tui.screens.patient_search import PatientSearchScreen

@@ -59,7 +59,7 @@ async def test_the_verdicts_are_on_screen_when_the_prescreen_finishes(tmp_path):
         answer = await prescreened(pilot)
         assert answer.kind == "answer" and "Patient facts used:" in answer.text
         shown = screen_text(app)
-        assert f"Prescreen for John Smith (abc-123)" in shown and "Verdicts:" in shown, shown
+        assert "Prescreen for John Smith (abc-123)" in shown and "Verdicts:" in shown, shown
         for i, nct in enumerate(TRIALS, 1):
             assert f"{i}. UNCERTAIN  {nct}" in shown, shown
         assert "Patient facts used:" not in shown  # the facts are below, a scroll away

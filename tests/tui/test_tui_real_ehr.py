@@ -12,13 +12,23 @@ import sqlite3
 import pytest
 from textual.widgets import Input
 
-from common import locations
 from appliance.config import Settings
-from appliance.setup.home import init_home
 from appliance.llm.fake import ScriptedModel
+from appliance.setup.home import init_home
 from appliance.tools.mcp_client import MCPToolBox
+from common import locations
 from ehr_db.repository import EhrRepository
-from tests.tui.helpers import IC, RC, SIZE, SY, TS, ask, good, intent, ready, settle, wait_until
+from tests.tui.helpers import (
+    IC,
+    SIZE,
+    TS,
+    ask,
+    good,
+    intent,
+    ready,
+    settle,
+    wait_until,
+)
 from tui.app import ClinicApp
 from tui.screens.approval import ApprovalScreen
 

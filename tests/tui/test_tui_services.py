@@ -10,7 +10,18 @@ import pytest
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.scripted import ScriptedToolBox
-from tests.tui.helpers import DRUGS, IC, SIZE, SY, ask, intent, ready, settle, texts, wait_until
+from tests.tui.helpers import (
+    DRUGS,
+    IC,
+    SIZE,
+    SY,
+    ask,
+    intent,
+    ready,
+    settle,
+    texts,
+    wait_until,
+)
 from tui import events
 from tui.app import ClinicApp
 
@@ -157,7 +168,7 @@ async def test_the_status_line_shows_each_model_load_stage(tmp_path):
         await wait_until(pilot, lambda: status.health["umls"] is False, what="the servers' health")
         for step, text in zip(steps, expected):
             step.set()
-            await wait_until(pilot, lambda: shown() == text, what=text)
+            await wait_until(pilot, lambda text=text: shown() == text, what=text)
             rest = status.query_one("#status-rest")  # server health still fits in 80 columns
             assert status.rest_text().plain.endswith("umls:DOWN") and status.rest_text().cell_len <= rest.region.width
             if "hashing" in text:

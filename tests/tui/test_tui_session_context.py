@@ -6,7 +6,20 @@ from __future__ import annotations
 import pytest
 
 from appliance.accounts.sessions import SessionStore
-from tests.tui.helpers import IC, RC, SIZE, SY, ask, chart, good, intent, make_app, ready, settle, texts
+from tests.tui.helpers import (
+    IC,
+    RC,
+    SIZE,
+    SY,
+    ask,
+    chart,
+    good,
+    intent,
+    make_app,
+    ready,
+    settle,
+    texts,
+)
 from tui.app import startup_problem
 from tui.screens.resume import session_line
 

@@ -16,7 +16,19 @@ from appliance.accounts import AccountStore
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from appliance.tools.scripted import ScriptedToolBox
-from tests.tui.helpers import DRUGS, SIZE, SY, ask, chart, intent, ready, settle, texts, wait_until, WRITE_ARGS
+from tests.tui.helpers import (
+    DRUGS,
+    SIZE,
+    SY,
+    WRITE_ARGS,
+    ask,
+    chart,
+    intent,
+    ready,
+    settle,
+    texts,
+    wait_until,
+)
 from tui.app import ClinicApp
 from tui.screens.approval import ApprovalScreen
 from tui.screens.sign_in import SignInScreen

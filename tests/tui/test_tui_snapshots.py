@@ -8,7 +8,20 @@ from __future__ import annotations
 import pytest
 
 from tests.tui.helpers import (
-    IC, RC, SIZE, SY, TS, ask, chart, good, intent, make_app, ready, settle, wait_until, write_script,
+    IC,
+    RC,
+    SIZE,
+    SY,
+    TS,
+    ask,
+    chart,
+    good,
+    intent,
+    make_app,
+    ready,
+    settle,
+    wait_until,
+    write_script,
 )
 from tui.screens.approval import ApprovalScreen
 

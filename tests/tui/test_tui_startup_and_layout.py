@@ -9,11 +9,25 @@ import threading
 
 import pytest
 
-from appliance.tools.scripted import ScriptedToolBox
-from tests.tui.helpers import DRUGS, IC, RC, SY, ask, good, chart, intent, make_app, ready, settle, texts, wait_until
-from tui.app import ClinicApp
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
+from appliance.tools.scripted import ScriptedToolBox
+from tests.tui.helpers import (
+    DRUGS,
+    IC,
+    RC,
+    SY,
+    ask,
+    chart,
+    good,
+    intent,
+    make_app,
+    ready,
+    settle,
+    texts,
+    wait_until,
+)
+from tui.app import ClinicApp
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

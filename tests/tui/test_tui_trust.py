@@ -7,7 +7,20 @@ import stat
 
 import pytest
 
-from tests.tui.helpers import IC, RC, SIZE, SY, TS, ask, chart, good, intent, make_app, ready, settle
+from tests.tui.helpers import (
+    IC,
+    RC,
+    SIZE,
+    SY,
+    TS,
+    ask,
+    chart,
+    good,
+    intent,
+    make_app,
+    ready,
+    settle,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

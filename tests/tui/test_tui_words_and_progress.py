@@ -9,7 +9,21 @@ import pytest
 
 from ehr_db.name_match import closest_sentence
 from tests.tui.helpers import (
-    IC, RC, SIZE, SY, THREE_WILSONS, TS, GatedModel, ask, chart, good, intent, make_app, ready, settle, texts,
+    IC,
+    RC,
+    SIZE,
+    SY,
+    THREE_WILSONS,
+    TS,
+    GatedModel,
+    ask,
+    chart,
+    good,
+    intent,
+    make_app,
+    ready,
+    settle,
+    texts,
     wait_until,
 )
 from tui.screens.patient_search import PatientSearchScreen

@@ -10,12 +10,14 @@ from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
 from common import locations
 from ehr_db.repository import EhrRepository
+from tests.tui import test_tui_real_ehr
 from tests.tui.helpers import SIZE, ask, ready, settle, texts, wait_until
-from tests.tui.test_tui_real_ehr import InProcessToolBox, home  # noqa: F401 - the fixture
+from tests.tui.test_tui_real_ehr import InProcessToolBox
 from tui.app import ClinicApp
 from tui.screens.patient_search import PatientSearchScreen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+home = test_tui_real_ehr.home  # the real record's fixture, shared
 
 
 def app_on(home_path) -> tuple[ClinicApp, ScriptedModel]:

@@ -10,8 +10,8 @@ import pytest
 
 from ehr_db.codes import LOINC_TESTS, SNOMED_CONDITIONS, rxnorm_for
 from ehr_db.demo_loader import read_demo_patients
-from mcp_servers.umls.lookup import get_concept
 from mcp_servers.umls.foundation import NoMatch, norm
+from mcp_servers.umls.lookup import get_concept
 from mcp_servers.umls.search import search
 
 # Demo names the subset does not cover yet: no CUI could be confirmed from public UMLS-derived

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import random
 
-from appliance.bench.tools import TOOL_CALLS, bench_concept_search, bench_tool_calls, print_report, umls_queries
+from appliance.bench.tools import (
+    TOOL_CALLS,
+    bench_concept_search,
+    bench_tool_calls,
+    print_report,
+    umls_queries,
+)
 from appliance.tools.base import ToolOutcome
 from mcp_servers.contracts import TOOL_SERVERS
 

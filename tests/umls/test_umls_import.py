@@ -7,11 +7,9 @@ import sys
 
 import pytest
 
+from mcp_servers.umls import foundation, lookup, store
 from mcp_servers.umls import importer as umls_import
 from mcp_servers.umls import search as umls_search
-from mcp_servers.umls import lookup
-from mcp_servers.umls import foundation
-from mcp_servers.umls import store
 from tests.umls.conftest import FIXTURES
 
 RRF = FIXTURES / "rrf"

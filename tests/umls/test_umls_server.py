@@ -8,8 +8,8 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from mcp_servers.umls import server as umls
 from mcp_servers.contracts import parse_tool_error
+from mcp_servers.umls import server as umls
 from tests.umls.conftest import call
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 
 from common.sqlite import MIGRATIONS_TABLE
-from mcp_servers.umls import lookup
-from mcp_servers.umls import foundation
+from mcp_servers.umls import foundation, lookup, store
 from mcp_servers.umls import search as umls_search
-from mcp_servers.umls import store
 
 # (term, CUI, SNOMED CT, RxNorm) - identifiers checked against UMLS / SNOMED CT / RxNorm.
 ANCHORS = [

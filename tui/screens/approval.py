@@ -20,6 +20,7 @@ from __future__ import annotations
 import typing
 
 from pydantic import ValidationError
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -27,17 +28,15 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
-from rich.text import Text
-
 from appliance.medication.orders import parse_order
 from appliance.medication.sig import sig_summary
 from appliance.safety.policy import OverridePolicy
 from appliance.tools.base import Approval
 from appliance.wording import action_words
+from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 from tui.approval import ApprovalContext
 from tui.chart_words import allergy_text
 from tui.widgets.trace_panel import arg_word
-from mcp_servers.contracts import ARG_SCHEMAS, TOOL_LABELS
 
 LONG_TEXT_FIELDS = {"note_text"}
 FIXED_ROWS = 6  # the dialog's border (2), the buttons with their margin (2), the footer (1), a spare row

@@ -13,9 +13,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TextArea
 
+from appliance.accounts.sessions import StoredMessage
 from appliance.agent.graph import VERIFY_WITH_CHART, used_patient_data
 from appliance.agent.state import TraceEvent
-from appliance.accounts.sessions import StoredMessage
 from tui.actions import bindings
 from tui.widgets.attachment_bar import AttachmentBar
 from tui.widgets.chat_log import ChatLog

@@ -7,7 +7,7 @@ passes in; the worker only posts ``Found`` back to this screen.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from textual import work
 from textual.app import ComposeResult

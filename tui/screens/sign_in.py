@@ -17,7 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from textual import work
 from textual.app import ComposeResult
@@ -29,7 +29,6 @@ from textual.widgets import Button, Footer, Input, Static
 
 from appliance.accounts import Account
 from common.errors import ApplianceError
-
 
 
 class SignInScreen(Screen[Account]):

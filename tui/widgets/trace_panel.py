@@ -16,7 +16,12 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from appliance.agent.state import TraceEvent
-from appliance.agent.trace_words import approval_parts, arg_word, trace_parts, withheld_words
+from appliance.agent.trace_words import (
+    approval_parts,
+    arg_word,
+    trace_parts,
+    withheld_words,
+)
 
 __all__ = ["TracePanel", "approval_line", "arg_word", "detail_lines", "trace_line"]
 

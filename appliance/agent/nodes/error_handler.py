@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from appliance.agent.nodes.prompting import conversation
-from appliance.agent.orders import misspelt_drug
-from appliance.agent.write_requests import drug_names
 from appliance.agent.nodes.router import Limits, task_status
+from appliance.agent.orders import misspelt_drug
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node
+from appliance.agent.write_requests import drug_names
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from mcp_servers.contracts import WRITE_TOOLS
@@ -52,7 +52,8 @@ class ErrorDecision:
 NO_PATIENT_ID = ErrorDecision("ask_user", "a patient ID is missing", "I need a patient ID to proceed. Could you provide one?")
 
 
-def decide(state: AgentState, limits: Limits = Limits()) -> ErrorDecision:
+def decide(state: AgentState, limits: Limits | None = None) -> ErrorDecision:
+    limits = limits or Limits()
     last = state.last_tool_result
     etype = last.error_type if last else None
     label = last.tool_label if last else "request"

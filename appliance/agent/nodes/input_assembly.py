@@ -16,12 +16,12 @@ import threading
 from dataclasses import replace
 
 from appliance.agent.dictation import instruction_text
-from appliance.medication.names import DrugRecogniser
 from appliance.agent.patient_refs import choice_from_history, find_patient_ids
 from appliance.agent.state import AgentState, ExtractedEntities
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel, VisionModel
 from appliance.llm.vision import ImageFileError, VisionUnavailable
+from appliance.medication.names import DrugRecogniser
 
 # "patient Maria Garcia", "patient named John Smith"; names are capitalised words.
 PATIENT_NAME_RE = re.compile(r"\bpatient(?:\s+named)?\s+((?:[A-Z][a-z'\-]+)(?:\s+[A-Z][a-z'\-]+){1,2})")

@@ -6,7 +6,8 @@ It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments
 from __future__ import annotations
 
 from appliance.agent.chart_answers import chart_topics
-from appliance.agent.knowledge_requests import routed_by_code, summary as knowledge_summary
+from appliance.agent.knowledge_requests import routed_by_code
+from appliance.agent.knowledge_requests import summary as knowledge_summary
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node

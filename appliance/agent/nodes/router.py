@@ -20,7 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.agent.knowledge_requests import KNOWLEDGE_TOOLS, STEP_OF_TOOL, calls_not_done, chart_only_implied
+from appliance.agent.knowledge_requests import (
+    KNOWLEDGE_TOOLS,
+    STEP_OF_TOOL,
+    calls_not_done,
+    chart_only_implied,
+)
 from appliance.agent.state import AgentState, Node
 from appliance.agent.task_patterns import SEARCH, Step, named_steps
 

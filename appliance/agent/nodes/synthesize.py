@@ -35,10 +35,15 @@ from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.nodes.tool_execute import clinician_text, not_in_database_message
 from appliance.agent.state import AgentState, Node
+from appliance.agent.write_requests import NOT_CHANGED, write_requests
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.medication.names import DrugRecogniser
-from appliance.agent.write_requests import NOT_CHANGED, write_requests
-from mcp_servers.contracts import NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, TOOL_SERVERS, WRITE_TOOLS
+from mcp_servers.contracts import (
+    NOT_IN_DATABASE_CAVEATS,
+    TOOL_LABELS,
+    TOOL_SERVERS,
+    WRITE_TOOLS,
+)
 
 TEMPERATURE = 0.5
 MAX_TOKENS = 256

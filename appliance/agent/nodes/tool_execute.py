@@ -50,12 +50,19 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import ValidationError
 
-from appliance.agent.order_gate import ORDER_TOOLS, gate_write, implied_dosage_said, order_problem, with_sig
+from appliance.agent.order_gate import (
+    ORDER_TOOLS,
+    gate_write,
+    implied_dosage_said,
+    order_problem,
+    with_sig,
+)
 from appliance.agent.state import AgentState, ToolResult
 from appliance.agent.write_audit import approval_record, record_rejection
 from appliance.safety.policy import Override, OverridePolicy, decide
@@ -63,7 +70,13 @@ from appliance.tools.base import Approver, ToolBox, ToolOutcome
 from appliance.tools.host_refusal import HOST_REFUSALS
 from appliance.wording import plural
 from common.patient_ids import is_patient_id
-from mcp_servers.contracts import ARG_SCHEMAS, NOT_IN_DATABASE_CAVEATS, TOOL_LABELS, WRITE_TOOLS, drugs_not_found
+from mcp_servers.contracts import (
+    ARG_SCHEMAS,
+    NOT_IN_DATABASE_CAVEATS,
+    TOOL_LABELS,
+    WRITE_TOOLS,
+    drugs_not_found,
+)
 
 ERROR_TEMPLATES = {
     "timeout": "The {tool_label} was temporarily unavailable. Please try again shortly.",

@@ -23,10 +23,15 @@ from __future__ import annotations
 import json
 
 from appliance.agent.dictation import instruction_text
-from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation, shortenable
+from appliance.agent.knowledge_requests import next_call
+from appliance.agent.nodes.prompting import (
+    PROMPT_TOOLS,
+    TOOL_EXAMPLES,
+    conversation,
+    shortenable,
+)
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.order_calls import ORDER_TOOLS, order_call
-from appliance.agent.knowledge_requests import next_call
 from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node

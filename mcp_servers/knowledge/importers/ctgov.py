@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mcp_servers.knowledge.importers.records import KnowledgeImportReport, object_of, strings
+from mcp_servers.knowledge.importers.records import (
+    KnowledgeImportReport,
+    object_of,
+    strings,
+)
 from mcp_servers.knowledge.writes import upsert_trial
 
 _NCT = re.compile(r"^NCT\d{8}$")

@@ -38,7 +38,10 @@ from common.sqlite import write_transaction
 from mcp_servers.knowledge.importers.ctgov import handle_study
 from mcp_servers.knowledge.importers.openfda import handle_label
 from mcp_servers.knowledge.importers.pubmed import handle_pubmed, iter_pubmed_records
-from mcp_servers.knowledge.importers.records import KnowledgeImportReport, MalformedRecord
+from mcp_servers.knowledge.importers.records import (
+    KnowledgeImportReport,
+    MalformedRecord,
+)
 from mcp_servers.knowledge.importers.sources import (
     UNREADABLE,
     ImportSourceError,

@@ -16,8 +16,13 @@ import json
 import re
 from typing import Any
 
+from mcp_servers.knowledge.importers.records import (
+    KnowledgeImportReport,
+    MalformedRecord,
+    object_of,
+    strings,
+)
 from mcp_servers.knowledge.names import display_name, name_key, strip_salt
-from mcp_servers.knowledge.importers.records import KnowledgeImportReport, MalformedRecord, object_of, strings
 from mcp_servers.knowledge.writes import generic_for, get_drug, upsert_drug
 
 _HEADING = re.compile(

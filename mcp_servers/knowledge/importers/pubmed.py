@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 from mcp_servers.knowledge.importers.records import KnowledgeImportReport
 from mcp_servers.knowledge.writes import upsert_article

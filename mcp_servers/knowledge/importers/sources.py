@@ -15,9 +15,10 @@ import gzip
 import io
 import json
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from mcp_servers import zip_stream
 from mcp_servers.knowledge.store import KnowledgeError
