@@ -19,9 +19,10 @@ from typing import Any
 from appliance.safety.classes import RXNORM_TO_INGREDIENT, fold
 from appliance.safety.ingredients import ingredients_of
 
-# The orders the gate counts: active ones, and held ones (a held anticoagulant is resumed, so it
-# still interacts); stopped and completed orders are listed apart on the chart and never count.
-ACTIVE_MEDICATION_STATUSES = ("active", "on-hold", "draft")
+# The orders the gate counts: active ones only (issue 37). A held order is not being taken, and
+# resuming it is a write of its own that the gate checks against the orders active then; a draft
+# is not yet an order; stopped and completed orders are listed apart and never count.
+ACTIVE_MEDICATION_STATUSES = ("active",)
 PREGNANCY_SNOMED = frozenset({"77386006"})  # Pregnancy
 # SNOMED CT CKD concepts in the EHR's catalogue, with the lowest eGFR of their stage band
 # (None: stage not given).

@@ -151,12 +151,14 @@ def test_every_active_medication_is_checked_in_calls_of_at_most_six_names(knowle
     assert report.checked["interactions"]
 
 
-def test_stopped_and_completed_medications_are_not_active(knowledge):
+def test_only_active_medications_count(knowledge):
     meds = [{"medication_name": "Warfarin", "rxnorm_code": "11289", "status": "stopped"},
-            {"medication_name": "Apixaban", "rxnorm_code": "1364430", "status": "on-hold"}]
+            {"medication_name": "Apixaban", "rxnorm_code": "1364430", "status": "on-hold"},
+            {"medication_name": "Rivaroxaban", "rxnorm_code": "1114195", "status": "completed"},
+            {"medication_name": "Clopidogrel", "rxnorm_code": "32968", "status": "active"}]
     report = check_prescription("aspirin", make_chart(meds=meds), knowledge)
     texts = [f.text for f in report.findings if f.kind == "interaction"]
-    assert len(texts) == 1 and "Apixaban" in texts[0]
+    assert len(texts) == 1 and "Clopidogrel" in texts[0], texts
 
 
 def test_medications_unknown_to_the_data_are_said_to_be_unchecked(knowledge):
