@@ -2,6 +2,9 @@
 
 Each takes the prescribed drug (``Prescribed``: its name, the local data's generic and safety
 summary when known, its ingredients and classes) and parts of the chart, and returns findings.
+Here: allergies, duplicates and class interactions (the checks against what else the chart
+lists); the checks against the patient (pregnancy, renal function, age) are in
+``patient_checks``.
 
 Invariants:
 - At most one finding per allergy row, per active medication (duplicate, class interaction),
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from appliance.safety import chart as charts
 from appliance.safety.chart import ChartMedication
@@ -31,7 +33,6 @@ from appliance.safety.classes import (
     CROSS_CLASS_RULES,
     DUPLICATE_GROUPS,
     HIGH,
-    INFO,
     LOW,
     LOW_CROSS,
     MODERATE,
@@ -43,18 +44,7 @@ from appliance.safety.classes import (
 from appliance.safety.ingredients import ingredients_of
 from appliance.safety.report import SEVERITIES, Finding
 from appliance.safety.rules import (
-    AFTER_TONSILLECTOMY,
-    AFTER_TONSILLECTOMY_AGE,
-    BEERS,
     CLASS_INTERACTIONS,
-    OLDER_ADULT_AGE,
-    PAEDIATRIC,
-    PAEDIATRIC_AGE,
-    PAEDIATRIC_NOTE,
-    PREGNANCY,
-    RENAL,
-    RENAL_EXEMPT,
-    RENAL_NEEDS_EGFR,
 )
 from mcp_servers.knowledge.names import lookup_keys
 
@@ -295,115 +285,7 @@ def class_interaction_findings(drug: Prescribed, meds: list[ChartMedication], ju
     return findings
 
 
-# -- pregnancy, renal function, age ----------------------------------------------------------
-_PREGNANCY_WORDS = re.compile(r"pregnan|\bfetal|\bfoetal|fetus|embryo|teratogen", re.I)
-_RENAL_WORDS = re.compile(
-    r"\b(?:renal|kidney) (?:impairment|insufficiency|disease|failure|function)|impaired renal|"
-    r"creatinine clearance|\begfr\b", re.I)
-_SEVERE_RENAL = re.compile(r"\bsevere\b|\badvanced\b", re.I)
-_RENAL_BOUND = re.compile(
-    r"(?:creatinine clearance|crcl|egfr)\s*(?:below|under|less than|<)\s*(\d{2})\b|"
-    r"(?:below|under|less than|<)\s*(?:creatinine clearance|crcl|egfr)?\s*(\d{2})\b", re.I)
-_OLDER_WORDS = re.compile(r"\bolder(?:,| age\b| patients\b| adults\b| people\b)|\belderly\b|\bgeriatric\b|"
-                          r"\b(?:aged?|over) (\d{2})\b", re.I)
-
-
-def _one(kind: str, drug: Prescribed, parts: list[tuple[str, str, str]], lead: str,
-         evidence: dict[str, Any]) -> list[Finding]:
-    """One finding from (severity, text, source) parts: the worst severity, whose text leads
-    (a curated text before the data's at equal severity)."""
-    if not parts:
-        return []
-    severity = worst([p[0] for p in parts])
-    ordered = sorted(parts, key=lambda p: (SEVERITIES.index(p[0]), p[2] != CURATED))
-    text = f"{lead}; {drug.label}: {ordered[0][1]}"
-    sources = sorted({p[2] for p in parts})
-    evidence = {**evidence, "reasons": [{"severity": s, "text": t, "source": src} for s, t, src in ordered]}
-    return [Finding(kind, severity, text, evidence, " + ".join(sources))]
-
-
-def pregnancy_findings(drug: Prescribed, chart: dict) -> list[Finding]:
-    problem = charts.pregnancy_problem(chart)
-    if problem is None:
-        return []
-    parts = [(*PREGNANCY[k], CURATED) for k in sorted(drug.keys) if k in PREGNANCY]
-    for field, sentence in safety_sentences(drug.safeties):
-        found = _PREGNANCY_WORDS.search(sentence)
-        if found:
-            severity = HIGH if field == "contraindications" else MODERATE
-            parts.append((severity, f"the drug data says: {clip_at_clause(sentence, around=found)}", DATA))
-    evidence = {"problem": {k: problem.get(k) for k in ("display", "snomed_code")}}
-    return _one("pregnancy", drug, parts, f"pregnancy on the problem list ({problem.get('display')})", evidence)
-
-
-def renal_findings(drug: Prescribed, chart: dict) -> list[Finding]:
-    status = charts.renal_status(chart)
-    if not status.impaired:
-        if status.effective_egfr is None and drug.keys & RENAL_NEEDS_EGFR:
-            text = f"no eGFR on the chart: check renal function before {drug.label}"
-            return [Finding("renal", INFO, text, {}, CURATED)]
-        return []
-    egfr = status.effective_egfr if status.effective_egfr is not None else 59.0
-    parts = []
-    for key in sorted(drug.keys):
-        if drug.ingredients and drug.ingredients <= RENAL_EXEMPT.get(key, frozenset()):
-            continue
-        for bound, severity, text in RENAL.get(key, ()):
-            if egfr < bound:
-                parts.append((severity, text, CURATED))
-                break
-    for field, sentence in safety_sentences(drug.safeties):
-        found = _RENAL_WORDS.search(sentence)
-        if not found:
-            continue
-        # A stated bound ("creatinine clearance below 20") decides; "severe" alone means below 30.
-        bound = _RENAL_BOUND.search(sentence)
-        limit = int(bound.group(1) or bound.group(2)) if bound else 30 if _SEVERE_RENAL.search(sentence) else None
-        if limit is not None and egfr >= limit:
-            continue
-        severity = (HIGH if limit is not None else MODERATE) if field == "contraindications" else LOW
-        parts.append((severity, f"the drug data says: {clip_at_clause(sentence, around=found)}", DATA))
-    return _one("renal", drug, parts, status.describe(), status.evidence())
-
-
-_TONSILLECTOMY = re.compile(r"tonsillectom|adenoidectom|adenotonsillectom", re.I)
-
-
-def _tonsillectomy(chart: dict) -> bool:
-    """A tonsillectomy or adenoidectomy named on the problem list or in a recent note."""
-    rows = [r for key in ("active_problems", "recent_notes") for r in (chart.get(key) or []) if isinstance(r, dict)]
-    return any(_TONSILLECTOMY.search(" ".join(str(r.get(k) or "") for k in ("display", "title", "text")))
-               for r in rows)
-
-
-def age_findings(drug: Prescribed, chart: dict) -> list[Finding]:
-    age = charts.patient_age(chart)
-    if age is None:
-        return []
-    parts: list[tuple[str, str, str]] = []
-    if age < PAEDIATRIC_AGE:
-        for key in sorted(drug.keys):
-            if key in PAEDIATRIC and age < PAEDIATRIC[key][0]:
-                _, severity, text, source = PAEDIATRIC[key]
-                parts.append((severity, f"{text} (source: {source})", CURATED))
-            if key in AFTER_TONSILLECTOMY and age < AFTER_TONSILLECTOMY_AGE and _tonsillectomy(chart):
-                severity, text, source = AFTER_TONSILLECTOMY[key]
-                parts.append((severity, f"{text} (source: {source})", CURATED))
-        parts.append((MODERATE, PAEDIATRIC_NOTE, CURATED))
-    else:
-        if age >= OLDER_ADULT_AGE:
-            parts += [(MODERATE, f"AGS Beers Criteria 2023: {BEERS[k]}", CURATED) for k in sorted(drug.keys) if k in BEERS]
-        for _field, sentence in safety_sentences(drug.safeties):
-            for match in _OLDER_WORDS.finditer(sentence):
-                threshold = int(match.group(1)) if match.group(1) else OLDER_ADULT_AGE
-                if threshold >= 50 and age >= threshold:
-                    parts.append((LOW, f"the drug data says: {clip_at_clause(sentence, around=match)}", DATA))
-                    break
-    return _one("age", drug, parts, f"age {age}", {"patient": {"age": age}})
-
-
 __all__ = [
-    "CURATED", "DATA", "Prescribed", "age_findings", "allergy_findings", "class_interaction_findings",
-    "duplicate_findings", "keys_of", "names_match", "pregnancy_findings", "renal_findings", "safety_sentences",
-    "worst",
+    "CURATED", "DATA", "Prescribed", "allergy_findings", "class_interaction_findings", "clip_at_clause",
+    "duplicate_findings", "keys_of", "names_match", "safety_sentences", "worst",
 ]

@@ -37,13 +37,10 @@ from appliance.safety.chart import ChartMedication
 from appliance.safety.checks import (
     DATA,
     Prescribed,
-    age_findings,
     allergy_findings,
     class_interaction_findings,
     clip_at_clause,
     duplicate_findings,
-    pregnancy_findings,
-    renal_findings,
 )
 from appliance.safety.classes import HIGH, INFO, LOW, MODERATE, classes_of, fold
 from appliance.safety.doses import dose_findings, order_parts
@@ -54,6 +51,11 @@ from appliance.safety.knowledge import (
     AmbiguousDrug,
     KnowledgeLookup,
     KnowledgeUnavailable,
+)
+from appliance.safety.patient_checks import (
+    age_findings,
+    pregnancy_findings,
+    renal_findings,
 )
 from appliance.safety.regimen import regimen_findings
 from appliance.safety.report import (
@@ -289,6 +291,18 @@ def _dose(name: str, written: tuple[str | None, ...], ingredients: frozenset[str
     return findings + regimen_findings(in_mg, charted), checked
 
 
+def _daily_mg(name: str, written: tuple[str | None, ...], ingredients: frozenset[str]) -> dict[str, float]:
+    """Milligrams a day per ingredient of the order as written (at the most it allows), where
+    code reads them: not for a one-time or per-kg dose; {} with no dosage."""
+    if not written[0]:
+        return {}
+    order = parse_order(" ".join(p for p in (name, *written) if p), default_resolver().recogniser)
+    _, parts = order_parts(order, ingredients)
+    daily = {i: p.mg_per_day() for i, p in (parts or {}).items()
+             if not p.one_time and p.dose is not None and per_kg_unit(p.dose) is None}
+    return {i: mg for i, mg in daily.items() if mg is not None}
+
+
 def _with_class_rules(findings: list[Finding], curated: list[Finding]) -> list[Finding]:
     """The curated class rules' interactions beside the data's, one per medication: a pair the
     data judged without a row still gets the rule (the data may lack the row: metronidazole with
@@ -343,7 +357,7 @@ def check_prescription(drug: str, chart: dict, knowledge: KnowledgeLookup, *, do
     checked["duplicates"] = isinstance(chart.get("medications"), list)
     findings += pregnancy_findings(prescribed, chart)
     checked["pregnancy"] = isinstance(chart.get("active_problems"), list)
-    findings += renal_findings(prescribed, chart)
+    findings += renal_findings(prescribed, chart, _daily_mg(name, (dosage, frequency, notes), prescribed.ingredients))
     checked["renal"] = isinstance(chart.get("labs"), list) or isinstance(chart.get("active_problems"), list)
     findings += age_findings(prescribed, chart)
     checked["age"] = charts.patient_age(chart) is not None

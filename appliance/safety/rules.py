@@ -119,6 +119,16 @@ RENAL: dict[str, tuple[tuple[float, str, str], ...]] = {
     "ing:sitagliptin": ((45, MODERATE, "reduce the dose below eGFR 45"),),
     "ing:lithium": ((60, MODERATE, "renally cleared: reduce the dose and check levels"),),
 }
+# Renal daily caps: ingredient -> (below this eGFR, at most this many mg a day, source), each
+# band read at the patient's eGFR (the lowest bound above it). An order above its band's cap is
+# high: the new daily dose is what is compared, so an increase is judged as what it makes.
+RENAL_DAILY_CAPS: dict[str, tuple[tuple[float, float, str], ...]] = {
+    "metformin": ((45, 1000.0, "FDA 2016 metformin labelling and KDIGO 2022 diabetes in CKD: eGFR 30-44"),),
+    "tramadol": ((30, 200.0, "Ultram label, creatinine clearance below 30 mL/min"),),
+    "rosuvastatin": ((30, 10.0, "Crestor label, severe renal impairment not on haemodialysis"),),
+    "dofetilide": ((40, 0.25, "Tikosyn label, creatinine clearance 20-40 mL/min: 125 mcg twice daily"),
+                   (60, 0.5, "Tikosyn label, creatinine clearance 40-60 mL/min: 250 mcg twice daily")),
+}
 # Members a class's renal bands do not apply to: low-dose aspirin is not a nephrotoxic NSAID dose.
 RENAL_EXEMPT: dict[str, frozenset[str]] = {"class:nsaids": frozenset({"aspirin"})}
 # Drugs whose renal status matters enough that a chart without any eGFR is worth saying so.

@@ -93,8 +93,9 @@ def test_increase_metformin_replaces_the_active_order_after_approval_with_the_re
     assert tool == "change_medication_order"
     assert args == {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "1000 mg",
                     "frequency": "bid", "reason": None}
-    # eGFR 42: the renal finding, on the new order's 2,000 mg a day (compared with the dose table)
-    assert [f for f in report.findings if f.kind == "renal" and "eGFR 42" in f.text], report.findings
+    # eGFR 42: the renal finding, on the new order's 2,000 mg a day (above the band's 1,000 mg cap)
+    (renal,) = [f for f in report.findings if f.kind == "renal"]
+    assert renal.severity == "high" and "eGFR 42" in renal.text and "2,000 mg a day" in renal.text, renal
     assert report.checked["dose"] and not [f for f in report.findings if f.kind == "dose"]
     assert not [f for f in report.findings if f.kind == "duplicate"]  # the order is not its own duplicate
     assert result.tool_calls[-1]["error_type"] is None
