@@ -38,6 +38,7 @@ import re
 import weakref
 from dataclasses import dataclass, field
 
+from appliance.agent import knowledge_words as kw
 from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
 from appliance.agent.orders import code_patient
@@ -79,50 +80,6 @@ class KnowledgeCall:
 
     def to_dict(self) -> dict:
         return {"tool": self.tool, "args": self.args, "why": self.why, "notes": list(self.notes)}
-
-
-def _words(*alternatives: str) -> re.Pattern:
-    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
-
-
-DRUG_INFO = _words(
-    r"doses?", r"dosing", r"dosages?", r"max(?:imum)?\s+dose", r"pregnan\w*", r"breast-?feed\w*", r"lactat\w*",
-    r"nursing", r"renal\w*", r"kidneys?", r"hepatic", r"liver", r"monitor\w*", r"used\s+(?:for|to)", r"uses?\s+(?:for|of)",
-    r"indications?", r"indicated", r"what\s+(?:is|are)", r"what's", r"tell\s+me\s+about", r"info(?:rmation)?",
-    r"about", r"mechanism", r"work", r"class", r"overdose", r"elderly", r"children", r"risks?", r"dangers?",
-    r"dangerous", r"boxed", r"black\s+box", r"label", r"cautions?", r"avoid", r"ok", r"okay", r"problems?", r"issues?",
-)
-INTERACTION_SINGLE = _words(r"interact\w*", r"DDIs?")
-_TOGETHER = _words(r"with", r"together", r"alongside", r"plus", r"and", r"on\s+top\s+of", r"while\s+on", r"whilst\s+on")
-COMBINE_QUESTION = _words(r"can|could|should|may|safe(?:ly)?|ok|okay|fine|alright|allowed|give|take|use|add",
-                          r"start|prescribe|co-?prescribe")
-_ALLERGY_AFTER = re.compile(r"[\s-]*(?:allerg\w*|hypersensitiv\w*|intoleran\w*)", re.IGNORECASE)
-_JOIN = re.compile(r"^\s*(?:(?:is|it|safe|safely|ok|okay|fine|to|give|given|take|taken|use|used|together|co-?prescribed?)\s+){0,4}(?:,|\+|&|with|and|plus|alongside|on\s+top\s+of|(?:in\s+)?(?:a\s+)?patients?\s+(?:on|taking)|"
-                   r"(?:while|whilst|when)\s+(?:on|taking)|to\s+(?:a\s+|my\s+)?(?:patient|someone|him|her)\s+(?:on|taking)|"
-                   r"on|or)\s*$", re.IGNORECASE)
-PRONOUN = _words(r"it", r"its", r"this\s+(?:drug|medication|medicine|one)", r"that\s+(?:drug|medication|medicine|one)",
-                 r"the\s+(?:drug|medication|medicine)", r"them", r"both", r"these", r"those", r"they", r"their")
-FOLLOW_UP = re.compile(r"^\s*(?:and|also|what\s+about|how\s+about|any|same\s+for)\b", re.IGNORECASE)
-NCT_ID = re.compile(r"\bNCT(?:\d{8}|-DEMO-\d+)\b", re.IGNORECASE)
-PHASE = re.compile(r"\bphase\s*(1|2|3|4|i{1,3}|iv)\b", re.IGNORECASE)
-_ROMAN = {"i": "1", "ii": "2", "iii": "3", "iv": "4"}
-FOR_PATIENT = _words(r"for\s+(?:this|my|the)\s+patient", r"for\s+(?:him|her|them)", r"(?:could|can|would)\s+(?:he|she|they)\s+"
-                     r"(?:join|enrol\w*|enroll\w*|take\s+part)")
-# Words that carry no topic in a literature or trial search ("what is the evidence for X in Y").
-_FILLER = frozenset("""a an the any some what whats is are was were be there do does did for in on of about with
-    to from by and or me show find search look up give list tell latest recent new current newest evidence study studies
-    trial trials research paper papers article articles literature publication publications published pubmed
-    meta-analysis meta-analyses systematic review reviews rct rcts randomised randomized controlled clinical
-    recruiting recruit enrolling enrol enroll open ongoing active completed available that which who patient patients
-    please can could you i we us say says show shows showing suggest suggests support supports data good best
-    phase nct ctgov clinicaltrials gov on-going currently right now our my this these""".split())
-# Words a typo check never reads as a drug: the request's own vocabulary.
-_NOT_TYPOS = frozenset("""about warning warnings safety effects effect adverse boxed interact interacts interaction
-    interactions contraindications contraindicated pregnancy pregnant dosing dosage doses kidney renal hepatic
-    liver elderly children evidence studies trials recruiting enrolling literature papers articles there their
-    these those which what where could would should patient patients together combine taking given giving
-    prescribe prescribing clinical failure cancer disease diabetes heart lung breast atrial fibrillation
-    hypertension infection research monitor monitoring indications indicated tell other people""".split())
 
 
 def drug_vocabulary_keys(names) -> list[str]:
@@ -168,7 +125,7 @@ def _typos(text: str, drugs: DrugRecogniser, vocabulary: list[str]) -> list[tupl
     out = []
     for m in re.finditer(r"[A-Za-z][A-Za-z\-]{4,}", text):
         word = m.group(0).lower()
-        if word in _NOT_TYPOS or word in _FILLER or any(s <= m.start() < e for s, e in taken):
+        if word in kw.NOT_TYPOS or word in kw.FILLER or any(s <= m.start() < e for s, e in taken):
             continue
         close = difflib.get_close_matches(word, vocabulary, n=1, cutoff=TYPO_CUTOFF)
         generic = drugs.generic(close[0]) if close else None
@@ -177,16 +134,28 @@ def _typos(text: str, drugs: DrugRecogniser, vocabulary: list[str]) -> list[tupl
     return out
 
 
+def _without_form(generic: str, drugs: DrugRecogniser, known: set[str]) -> str:
+    """"fentanyl patch" as "fentanyl" when only the name without its dosage-form words is in the
+    local drug data."""
+    kept = [w for w in generic.split() if w.lower() not in kw.FORM_WORDS]
+    if not known or key_of(generic) in known or not kept or len(kept) == len(generic.split()):
+        return generic
+    bare = " ".join(kept)
+    return (drugs.generic(bare) or bare) if key_of(bare) in known else generic
+
+
 def _named_drugs(text: str, drugs: DrugRecogniser, vocabulary: list[str]) -> tuple[list[tuple[int, int, str]], list[str]]:
     """([(start, end, generic)], notes): the drugs in ``text`` in order, typos read as the
     closest known name."""
+    known = set(vocabulary)
     # "amoxicillin in penicillin allergy": the drug before "allergy" is the allergy, not the subject.
-    spans = [(m.start, m.end, m.generic) for m in drugs.mentions(text) if not _ALLERGY_AFTER.match(text, m.end)]
+    spans = [(m.start, m.end, _without_form(m.generic, drugs, known)) for m in drugs.mentions(text)
+             if not kw.ALLERGY_AFTER.match(text, m.end)]
     notes = []
-    for written, known, generic in _typos(text, drugs, vocabulary):
+    for written, known_name, generic in _typos(text, drugs, vocabulary):
         start = text.find(written)
         spans.append((start, start + len(written), generic))
-        notes.append(f"'{written}' was read as {known} (did you mean {known}?)")
+        notes.append(f"'{written}' was read as {known_name} (did you mean {known_name}?)")
     spans.sort()
     return spans, notes
 
@@ -201,17 +170,23 @@ def _history_drugs(history, drugs: DrugRecogniser) -> tuple[str, ...]:
     return ()
 
 
-def _joined(text: str, spans) -> bool:
-    """Two of the drugs stand joined ("X with Y", "X and Y", "Y in a patient on X")."""
-    return any(_JOIN.match(text[a[1]:b[0]]) for a, b in zip(spans, spans[1:]))
+def _joined(text: str, spans, join: re.Pattern = kw.JOIN) -> bool:
+    """Two of the drugs stand joined ("X with Y", "X and Y", "Y in a patient on X"), or one is
+    the patient's and the other is to be added ("pt on X, K 5.6, ok to add Y?")."""
+    if any(join.match(text[a[1]:b[0]]) for a, b in zip(spans, spans[1:])):
+        return True
+    on = [s for s in spans if kw.ON_DRUG.search(text[:s[0]])]
+    added = [s for s in spans if kw.NEW_DRUG.search(text[:s[0]])]
+    return any(a[2] != b[2] for a in on for b in added)
 
 
 def _unique(items) -> list:
     return list(dict.fromkeys(items))
 
 
-def _content_words(text: str, limit: int) -> str:
-    kept = [w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9'\-+]*", text) if w.lower().strip("'") not in _FILLER]
+def _content_words(text: str, limit: int, filler: frozenset = kw.FILLER) -> str:
+    kept = [w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9'\u2019\-+]*", text)
+            if re.sub(r"['\u2019]", "", w.lower()) not in filler]
     out = ""
     for w in kept:
         if len(out) + len(w) + 1 > limit:
@@ -220,34 +195,31 @@ def _content_words(text: str, limit: int) -> str:
     return out
 
 
-_TRIAL_EVIDENCE = re.compile(r"\btrials?\s+(?:show\w*|found|suggest\w*|say|data|evidence|results?)\b|"
-                             r"\b(?:evidence|results?|data)\s+(?:from|of)\s+(?:the\s+)?trials?\b", re.IGNORECASE)
-# "Is amoxicillin a penicillin?" asks about the drugs, not for their labels.
-_QUESTION_START = re.compile(r"\s*(?:is|are|was|were|does|do|did|has|have|which|why|how)\b", re.IGNORECASE)
-_CLAUSES = re.compile(r"[,;.?!]+|\s+then\s+|\s+and\s+(?=(?:find|check|search|look|review|pull|show|get|list)\b)", re.IGNORECASE)
-
-
 def _clause_of(step: Step, text: str) -> str:
     """The clause of ``text`` that names ``step`` (the whole text when it is one clause):
     "find patient X, review her chart, and find trials for asthma" searches for asthma."""
-    for clause in _CLAUSES.split(text):
+    for clause in kw.CLAUSES.split(text):
         if clause and step.position(clause) is not None:
             return clause
     return text
 
 
-def _trial_args(text: str, generics: list[str], drugs: DrugRecogniser) -> dict | None:
+def _trial_args(text: str, generics: list[str], drugs: DrugRecogniser, filler: frozenset = kw.FILLER) -> dict | None:
     """find_clinical_trials' arguments from the words: the condition (what remains of the
-    request without drugs and filler), a drug as the intervention, a phase, a status."""
-    phase = PHASE.search(text)
-    phase_value = f"phase{_ROMAN.get(phase.group(1).lower(), phase.group(1))}" if phase else None
+    request, after "trials for / on / in" when it says so, without drugs and filler), a drug as
+    the intervention, a phase, a status."""
+    phase = kw.PHASE.search(text)
+    phase_value = f"phase{kw.ROMAN.get(phase.group(1).lower(), phase.group(1))}" if phase else None
     lowered = text.lower()
     status = ("completed" if re.search(r"\bcompleted\b", lowered) else "any" if re.search(r"\b(?:any status|all trials|closed)\b", lowered)
               else "active" if re.search(r"\b(?:active|ongoing|on-going)\b", lowered) else None)
     without_drugs = text
     for m in reversed(drugs.mentions(text)):
         without_drugs = without_drugs[:m.start] + " " + without_drugs[m.end:]
-    condition = _content_words(PHASE.sub(" ", without_drugs), 60)
+    words = kw.PHASE.sub(" ", without_drugs)
+    topic = kw.TRIAL_TOPIC.search(words)
+    condition = _content_words(topic.group(1), 60, filler) if topic else ""
+    condition = condition or _content_words(words, 60, filler)
     intervention = generics[0] if generics else None
     if not condition:
         if not intervention:
@@ -255,6 +227,51 @@ def _trial_args(text: str, generics: list[str], drugs: DrugRecogniser) -> dict |
         condition, intervention = intervention, None
     return {"condition": condition, "intervention": intervention, "eligibility_keywords": None, "status": status,
             "phase": phase_value, "sex": None, "patient_age": None, "study_type": None, "page_size": None}
+
+
+def _with_earlier(state: AgentState, text: str, drugs: DrugRecogniser, generics: list[str], need: int,
+                  notes: list[str]) -> list[str]:
+    """The drugs with those of the clinician's last message that named one, when a pronoun or a
+    follow-up stands for them ("is it safe in pregnancy?", "and with Flagyl?")."""
+    earlier = [g for g in _history_drugs(state.conversation_history, drugs) if g not in generics]
+    taken = earlier if kw.PLURAL.search(text) else earlier[:need - len(generics)]
+    if taken:
+        notes.append(f"{' and '.join(taken)}, named earlier in this conversation")
+    return _unique([*taken, *generics])
+
+
+def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecogniser,
+                vocabulary: list[str]) -> list[KnowledgeCall] | None:
+    """The label or interaction calls the words name; None when a drug step cannot be filled."""
+    spans, notes = _named_drugs(text, drugs, vocabulary)
+    generics = _unique(g for _s, _e, g in spans)
+    interaction_words = bool(INTERACTION_TOOL in tools or kw.INTERACTION_SINGLE.search(text))
+    adds_to_earlier = bool(kw.WITH_EARLIER.match(text)) and len(generics) == 1
+    together = bool(kw.COMBINE_QUESTION.search(text) and kw.TOGETHER.search(text)) or adds_to_earlier
+    # A literature or trial search about a drug is not a question about its label.
+    searches = bool({LITERATURE_TOOL, TRIALS_TOOL, PRESCREEN_TOOL, DETAILS_TOOL} & set(tools))
+    drug_info = bool(kw.LABEL_TOPIC.search(text) or kw.CONCERN.search(text))
+    drug_words = bool({SAFETY_TOOL, INTERACTION_TOOL} & set(tools) or interaction_words or adds_to_earlier
+                      or (drug_info and not searches))
+    need = 2 if interaction_words or together else 1
+    from_history = False
+    if drug_words and len(generics) < need and (kw.PRONOUN.search(text) or kw.FOLLOW_UP.match(text) or adds_to_earlier):
+        before = len(generics)
+        generics = _with_earlier(state, text, drugs, generics, need, notes)
+        from_history = len(generics) > before
+    if INTERACTION_TOOL in tools and len(generics) < 2:
+        return None  # "check his meds against X": the other drugs are the chart's, the model's to fill
+    label_topic = bool(kw.LABEL_TOPIC.search(text) or SAFETY_TOOL in tools and not kw.CONCERN.search(text))
+    joined = _joined(text, spans) or from_history
+    if len(generics) >= 2 and (interaction_words or _joined(text, spans, kw.STRONG_JOIN)
+                               or (joined and (kw.COMBINE_QUESTION.search(text) or not label_topic))):
+        return [KnowledgeCall(INTERACTION_TOOL, {"drug_names": generics[:6]},
+                              "two or more drugs named with words about giving them together", tuple(notes))]
+    if generics and (drug_words or (not searches and not kw.QUESTION_START.match(text)
+                                    and len(_content_words(text, 200).split()) <= len(generics))):
+        return [KnowledgeCall(SAFETY_TOOL, {"drug_name": g}, "a drug named with words about its label", tuple(notes))
+                for g in generics[:MAX_SAFETY_CALLS]]
+    return None if {SAFETY_TOOL, INTERACTION_TOOL} & set(tools) else []
 
 
 def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str] = ()) -> tuple[KnowledgeCall, ...]:
@@ -266,53 +283,21 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
     text = instruction_text(query)
     steps = [s for s in named_steps(query) if s.tool in STEP_OF_TOOL]
     patient = code_patient(state)
-    has_patient = bool(patient)
-    spans, notes = _named_drugs(text, drugs, list(vocabulary))
-    generics = _unique(g for _s, _e, g in spans)
     tools = [s.tool for s in steps]
-    if TRIALS_TOOL in tools and _TRIAL_EVIDENCE.search(text):  # "do trials show ...": what trials found
+    if TRIALS_TOOL in tools and kw.TRIAL_EVIDENCE.search(text):  # "do trials show ...": what trials found
         tools = [t for t in tools if t != TRIALS_TOOL] + ([] if LITERATURE_TOOL in tools else [LITERATURE_TOOL])
-    if chart_topics(query) and has_patient and not steps:
+    if chart_topics(query) and patient and not steps:
         return ()  # a question about this patient's chart: the chart answers it
-    interaction_words = bool(INTERACTION_TOOL in tools or INTERACTION_SINGLE.search(text))
-    together = bool(COMBINE_QUESTION.search(text) and _TOGETHER.search(text))
-    # A literature or trial search about a drug is not a question about its label.
-    searches = bool({LITERATURE_TOOL, TRIALS_TOOL, PRESCREEN_TOOL, DETAILS_TOOL} & set(tools))
-    drug_words = bool({SAFETY_TOOL, INTERACTION_TOOL} & set(tools) or interaction_words
-                      or (DRUG_INFO.search(text) and not searches))
-    need = 2 if interaction_words or together else 1
-    from_history = False
-    if drug_words and len(generics) < need and (PRONOUN.search(text) or FOLLOW_UP.match(text)):
-        earlier = [g for g in _history_drugs(state.conversation_history, drugs) if g not in generics]
-        plural = re.search(r"\b(?:them|both|these|those|they|their)\b", text, re.IGNORECASE)
-        taken = earlier if plural else earlier[:need - len(generics)]
-        if taken:
-            notes.append(f"{' and '.join(taken)}, named earlier in this conversation")
-            generics, from_history = _unique([*taken, *generics]), True
-    if INTERACTION_TOOL in tools and len(generics) < 2:
-        return ()  # "check his meds against X": the other drugs are the chart's, the model's to fill
-    calls: list[KnowledgeCall] = []
-    joined = _joined(text, spans) or from_history
-    if len(generics) >= 2 and (interaction_words or (joined and (COMBINE_QUESTION.search(text) or not (
-            DRUG_INFO.search(text) or SAFETY_TOOL in tools)))):
-        calls.append(KnowledgeCall(INTERACTION_TOOL, {"drug_names": generics[:6]},
-                                   "two or more drugs named with words about giving them together", tuple(notes)))
-    elif generics and (drug_words or (not searches and not _QUESTION_START.match(text)
-                                      and len(_content_words(text, 200).split()) <= len(generics))):
-        for g in generics[:MAX_SAFETY_CALLS]:
-            calls.append(KnowledgeCall(SAFETY_TOOL, {"drug_name": g}, "a drug named with words about its label",
-                                       tuple(notes)))
-    elif {SAFETY_TOOL, INTERACTION_TOOL} & set(tools):
+    calls = _drug_calls(state, text, tools, drugs, list(vocabulary))
+    if calls is None:
         return ()  # a drug step with no drug code can read: the model routes the turn
-    nct = NCT_ID.search(text)
+    nct = kw.NCT_ID.search(text)
     if nct:
         calls.append(KnowledgeCall(DETAILS_TOOL, {"nct_id": nct.group(0).upper()}, "an NCT id"))
-    prescreen = PRESCREEN_TOOL in tools or (TRIALS_TOOL in tools and FOR_PATIENT.search(text))
-    if prescreen and has_patient:
-        trial = _trial_args(text, [], drugs)
-        condition = trial["condition"] if trial and not re.fullmatch(r"(?i)(?:him|her|them|eligible|prescreen\w*)(?:\s+\w+)*",
-                                                                       trial["condition"]) else None
-        calls.append(KnowledgeCall(PRESCREEN_TOOL, {"patient_id": patient, "condition": condition},
+    prescreen = PRESCREEN_TOOL in tools or (TRIALS_TOOL in tools and kw.FOR_PATIENT.search(text))
+    if prescreen and patient:
+        trial = _trial_args(text, [], drugs, kw.PRESCREEN_FILLER)
+        calls.append(KnowledgeCall(PRESCREEN_TOOL, {"patient_id": patient, "condition": trial and trial["condition"]},
                                    "trial words about this patient"))
     elif prescreen:
         return ()  # which patient is the model's (or the clinician's) to say
