@@ -41,6 +41,8 @@ from appliance.agent.state import (
     RouterDecision,
     TraceEvent,
 )
+from appliance.agent.tool_results import summarize_result
+from appliance.agent.write_approval import WriteApproval
 from appliance.config import Settings
 from appliance.errors import ApplianceError, TurnCancelled
 from appliance.llm.base import LanguageModel, TokenCallback
@@ -289,10 +291,12 @@ def _execute_tool(turn: _Turn) -> Node:
     agent = turn.agent
     # prescreen_for_trials runs here, with the turn's model (so a cancel reaches it): appliance.prescreen.tool
     tools = PrescreenToolBox(agent.tools, turn.llm)
-    update, result = tool_execute.run(turn.state, tools, agent.approver, agent.settings.tool_deadline_seconds,
-                                      agent.safety_gate, known_drug=lambda name: bool(agent.drugs.find(name)))
+    deadline = agent.settings.tool_deadline_seconds
+    approve = WriteApproval(agent.approver, tools, deadline, agent.safety_gate)  # the front end's approver, then the policy
+    update, result = tool_execute.run(turn.state, tools, approve, deadline,
+                                      known_drug=lambda name: bool(agent.drugs.find(name)))
     turn.state = turn.state.merge(update)
-    summary = result.error or tool_execute.summarize_result(result.result)
+    summary = result.error or summarize_result(result.result)
     turn.tool_calls.append({
         "tool": result.tool_name, "label": result.tool_label, "args": result.args,
         "error_type": result.error_type, "summary": summary, "seconds": round(result.seconds, 4),

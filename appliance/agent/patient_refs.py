@@ -34,12 +34,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from appliance.agent.reading.words import words
 from common.patient_ids import MAX_PATIENT_ID_LENGTH, is_patient_id
 
 _ALONE_BEFORE = r"(?<![A-Za-z0-9.\-])"
 _ALONE_AFTER = r"(?![A-Za-z0-9]|[.\-][A-Za-z0-9])"
 UUID_RE = re.compile(_ALONE_BEFORE + r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}" + _ALONE_AFTER, re.IGNORECASE)
-RECORD_ID_RE = re.compile(_ALONE_BEFORE + r"[A-Za-z]{2,10}-\d{3,}(?:[.\-][A-Za-z0-9]+)*" + _ALONE_AFTER)
+# The record's shape; with 3 or more digits it is an ID in text, with 1 or 2 ("pat-7") it may be
+# one too short to recognise (``short_ids``).
+RECORD_SHAPE_RE = re.compile(_ALONE_BEFORE + r"[A-Za-z]{2,10}-(?P<digits>\d+)(?:[.\-][A-Za-z0-9]+)*" + _ALONE_AFTER)
+# A word that may be an ID as typed: letters, digits, "." and "-", starting and ending alphanumeric.
+ID_WORD_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 MRN_RE = re.compile(
     r"(?:\b(?:MRN|ID|patient|pt)\b\.?:?\s*(?:(?:no\.?|number|#)\s*)?|#\s?)(\d{5,20})" + _ALONE_AFTER,
     re.IGNORECASE,
@@ -49,10 +54,28 @@ MRN_RE = re.compile(
 def find_patient_ids(text: str) -> tuple[str, ...]:
     """Patient IDs in ``text`` by the rule above, in order of appearance, each once."""
     found: list[tuple[int, str]] = [(m.start(), m.group(0).lower()) for m in UUID_RE.finditer(text)]
-    found += [(m.start(), m.group(0)) for m in RECORD_ID_RE.finditer(text)]
+    found += [(m.start(), m.group(0)) for m in RECORD_SHAPE_RE.finditer(text) if len(m["digits"]) >= 3]
     found += [(m.start(1), m.group(1)) for m in MRN_RE.finditer(text)]
     ids = dict.fromkeys(pid for _, pid in sorted(found) if len(pid) <= MAX_PATIENT_ID_LENGTH)
     return tuple(ids)
+
+
+def short_ids(text: str) -> tuple[str, ...]:
+    """Words with the record's shape but only one or two digits ("pat-7"): maybe an ID the
+    clinician typed that is too short to be recognised in text, so code does not assume the
+    open patient."""
+    return tuple(m.group(0) for m in RECORD_SHAPE_RE.finditer(text) if len(m["digits"]) < 3)
+
+
+def id_words(text: str) -> list[str]:
+    """Every word of ``text`` that could be an ID as written (``ID_WORD_RE``)."""
+    return ID_WORD_RE.findall(text)
+
+
+def typed_ids(text: str) -> frozenset[str]:
+    """Words of ``text`` that hold a digit and are well-formed patient IDs: what the clinician
+    typed, even where it is too short to be recognised as an ID in text ("pat-7")."""
+    return frozenset(w for w in id_words(text) if any(c.isdigit() for c in w) and is_patient_id(w))
 
 
 # -- the answer to "which one did you mean?" -------------------------------------------------
@@ -69,7 +92,6 @@ _NUMBERED_RE = re.compile(r"(?:\b(?:number|no\.?|option)\s*|#\s?)(\d{1,2})\b", r
 _BARE_NUMBER_RE = re.compile(r"\s*(?:the\s+)?(\d{1,2})(?:\s+one)?\s*[.!]?\s*", re.IGNORECASE)
 _DATE_RE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 _YEAR_RE = re.compile(r"\b((?:19|20)\d{2})\b")
-_WORD_RE = re.compile(r"[a-z]+")
 
 
 @dataclass(frozen=True)
@@ -116,8 +138,8 @@ def _by_birth(reply: str, candidates: tuple[Candidate, ...]) -> set[int] | None:
 
 
 def _by_name(reply: str, candidates: tuple[Candidate, ...]) -> set[int] | None:
-    said = set(_WORD_RE.findall(reply.lower()))
-    counts = [len(said & set(_WORD_RE.findall(c.name.lower()))) for c in candidates]
+    said = set(words(reply))
+    counts = [len(said & set(words(c.name))) for c in candidates]
     best = max(counts, default=0)
     if best == 0:
         return None

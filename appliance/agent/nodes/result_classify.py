@@ -9,9 +9,9 @@ trace never reads "found results" after an error (the model's label stays in the
 from __future__ import annotations
 
 from appliance.agent.nodes.prompting import conversation, shortenable
-from appliance.agent.nodes.tool_execute import summarize_result
 from appliance.agent.schemas import ResultAssessment
 from appliance.agent.state import AgentState, Node
+from appliance.agent.tool_results import summarize_result
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 

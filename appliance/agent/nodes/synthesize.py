@@ -31,10 +31,11 @@ import threading
 
 from appliance.agent import chart_answers, code_answers
 from appliance.agent.fact_guard import sources_text, unsupported_facts
+from appliance.agent.grounding import clinician_text
 from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
-from appliance.agent.nodes.tool_execute import clinician_text, not_in_database_message
 from appliance.agent.state import AgentState, Node
+from appliance.agent.tool_results import not_in_database_message
 from appliance.agent.write_requests import NOT_CHANGED, write_requests
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.medication.names import DrugRecogniser
