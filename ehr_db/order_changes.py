@@ -8,7 +8,12 @@ Invariants:
   order is ``OrderNotFound``; two or more are ``AmbiguousOrder`` (never a guess).
 - A change of dose or frequency, and a renewal, write a new active order linked to the one it
   replaces (``replaces_id``; the drug, its code and what is not changed are carried over) and
-  close the old one (stopped; completed for a renewal). Stop, hold and resume change the
+  close the old one (stopped; completed for a renewal). A switch (a change with
+  ``new_medication_name``: "switch lisinopril to losartan 50 mg daily") is the same write with
+  the new drug: the old order is stopped with the reason "switched to <drug>" (and the
+  clinician's reason after it), the new one carries nothing of the old but the encounter and
+  needs its own dosage and frequency; both in the one transaction, so there is never a moment
+  with both active. Stop, hold and resume change the
   order's own status. Either way the old order keeps its text; its status, the reason, time
   and author of the change are set: never a second active order beside the first.
 - Each change is one ``BEGIN IMMEDIATE`` transaction with one audit row naming the order it
@@ -27,6 +32,7 @@ from typing import Any
 
 from common.sqlite import now_iso, write_transaction
 from ehr_db import custody, heads, validation
+from ehr_db.codes import rxnorm_for
 from ehr_db.errors import AmbiguousOrder, InvalidField, OrderNotFound, PatientNotFound
 
 TABLE = "medication_requests"
@@ -141,9 +147,10 @@ def order_for(repo, patient_id: str, medication_name: str, action: str,
 def change_order(repo, tool: str, patient_id: str, medication_name: str, action: str, *, author: str,
                  dosage: str | None = None, frequency: str | None = None, reason: str | None = None,
                  order_id: str | None = None, sig: dict | None = None, idempotency_key: str | None = None,
-                 approval: dict | None = None) -> dict[str, Any]:
+                 approval: dict | None = None, new_medication_name: str | None = None) -> dict[str, Any]:
     """Apply ``action`` to the patient's order of ``medication_name`` (see the module
-    docstring); returns {"id", "replaces", "status", "medication_name", "dosage", "frequency"}."""
+    docstring); returns {"id", "replaces", "status", "medication_name", "dosage", "frequency"}.
+    ``new_medication_name`` (a change only): the drug the order is switched to."""
     if action not in ACTIONS:
         raise InvalidField("action", "must be change, stop, hold, resume or renew")
     statuses, old_status, replaces = ACTIONS[action]
@@ -153,6 +160,7 @@ def change_order(repo, tool: str, patient_id: str, medication_name: str, action:
     why = validation.optional_text("reason", reason, 200)
     new_dosage = validation.dosage(dosage) if dosage is not None else None
     new_frequency = validation.frequency(frequency) if frequency is not None else None
+    switch_to = _switch_to(action, new_medication_name, new_dosage, new_frequency)
     if action == "change" and new_dosage is None and new_frequency is None:
         raise InvalidField("dosage", "or frequency must be given for a change")
     columns = sig_columns(sig)
@@ -160,6 +168,8 @@ def change_order(repo, tool: str, patient_id: str, medication_name: str, action:
     approved = validation.approval(approval)
     arguments = {"medication_name": name, "action": action, "dosage": new_dosage, "frequency": new_frequency,
                  "reason": why, "order_id": order_id}
+    if switch_to is not None:
+        arguments["new_medication_name"] = switch_to
     with repo._open() as db:
         with write_transaction(db):
             if key is not None:
@@ -175,15 +185,21 @@ def change_order(repo, tool: str, patient_id: str, medication_name: str, action:
             at = now_iso()
             changes = custody.RowChanges(db)
             changes.before(TABLE, old["id"])
+            closed_why = why or ("replaced" if replaces else None)
+            if switch_to is not None:
+                closed_why = f"switched to {switch_to}" + (f": {why}" if why else "")
             db.execute(f"UPDATE {TABLE} SET status = ?, status_reason = ?, status_changed_at = ?, "
                        "status_changed_by = ? WHERE id = ?",
-                       [old_status, why or ("replaced" if replaces else None), at, who, old["id"]])
+                       [old_status, closed_why[:200] if closed_why else None, at, who, old["id"]])
             changes.after(TABLE, old["id"])
             written = old["id"]
             if replaces:
                 written = str(uuid.uuid4())
                 changes.before(TABLE, written)
                 carried = {k: old.get(k) for k in ("encounter_id", "rxnorm_code", "medication_name", "notes", "intent")}
+                if switch_to is not None:  # a new drug: nothing of the old order's but its encounter
+                    carried = {"encounter_id": old.get("encounter_id"), "rxnorm_code": rxnorm_for(switch_to),
+                               "medication_name": switch_to, "notes": None, "intent": old.get("intent")}
                 # a renewal keeps the sig; a change keeps its words but not the old structure
                 kept_sig = columns or ({k: old.get(k) for k, _ in _sig_keys()} if action == "renew" else {})
                 db[TABLE].insert({
@@ -204,6 +220,18 @@ def change_order(repo, tool: str, patient_id: str, medication_name: str, action:
             summary = _summary(db, written)
         heads.keep(db)
     return summary
+
+
+def _switch_to(action: str, new_name: str | None, dosage: str | None, frequency: str | None) -> str | None:
+    """The drug a change switches the order to, checked; None when it is no switch."""
+    if new_name is None:
+        return None
+    if action != "change":
+        raise InvalidField("new_medication_name", "is given only with a change of an order")
+    switch_to = validation.required_text("new_medication_name", new_name, 200)
+    if dosage is None or frequency is None:
+        raise InvalidField("dosage", f"and frequency of {switch_to} must be given for a switch")
+    return switch_to
 
 
 def _sig_keys() -> tuple[tuple[str, str], ...]:
