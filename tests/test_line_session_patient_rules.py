@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
+from appliance.conversation.current import KEEP as _KEEP
+from appliance.conversation.current import CurrentPatient, turn_patient
 from appliance.line_session.loop import ask_approval
-from appliance.line_session.patients import _KEEP, CurrentPatient, turn_patient
 from mcp_servers.contracts import TOOL_LABELS
 
 ONE = {"total_matches": 1, "matches": [{"patient_id": "pat-001", "name": "Maria Garcia"}]}

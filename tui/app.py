@@ -1,6 +1,8 @@
 """The clinic terminal app: turns and their message handlers. The model, tools and server health
 (``tui.services``), sessions (``tui.saved_sessions``), the patient context (``tui.patients``) and the
-clinician's sign-in and lock (``tui.clinician``) are mixins of the same app.
+clinician's sign-in and lock (``tui.clinician``) are mixins of the same app. The conversation (the
+open patient, when a new conversation starts, the history, what is saved and resumed) is the
+conversation core's (``appliance.conversation``, the line session's too): ``self.conversation``.
 
 Invariants:
 - The model load, tool start-up, health checks, chart loads and every agent turn run in
@@ -36,9 +38,9 @@ from textual.screen import Screen
 from appliance.accounts import Account, AccountStore
 from appliance.accounts.sessions import SessionStore, SessionStoreError
 from appliance.config import Settings
+from appliance.conversation import Conversation
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import VisionModel
-from appliance.patient_choice import Shown
 from appliance.runtime import model_files
 from models.profiles import get_profile
 from models.projector import projector_problem
@@ -117,12 +119,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         self.model_error: str | None = None
         self.tools_error: str | None = None
         self._down: frozenset[str] = frozenset()  # servers last announced as not answering
-        self.store = None
-        self.session = None
-        self.history: list[tuple[str, str]] = []
-        self.context_patients: set[str] = set()
-        self.patient_id: str | None = None
-        self.patients_shown = Shown()  # the last list of patients in the chat: "the second one"
+        self.conversation = Conversation(self.profile.name)  # saved once the store opens (on mount)
         self.chart: dict | None = None
         self.image_path: str | None = None
         self.turn: Turn | None = None
@@ -206,7 +203,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self.main.chat.add_question(question)
         self._turn_ids += 1
         reply = self.main.chat.add_reply(waiting)
-        self.turn = Turn(self._turn_ids, question, reply, self.patient_id, image_path)
+        self.turn = Turn(self._turn_ids, question, reply, self.conversation.patient_id, image_path)
         self.refresh_bindings()
         return self.turn
 
@@ -219,7 +216,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
     def _start_turn(self, turn: Turn) -> None:
         self._begin(turn)
         self._show_progress()
-        self._run_turn(turn.id, turn.question, list(self.history), turn.patient_id, turn.image_path, turn.cancel)
+        self._run_turn(turn.id, turn.question, list(self.conversation.history), turn.patient_id, turn.image_path, turn.cancel)
 
     @work(thread=True, group="turn", exit_on_error=False)
     def _run_turn(self, turn_id: int, question: str, history: list, patient_id: str | None,
@@ -276,7 +273,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         pid = args.get("patient_id")
         gate_read = (known_chart or {}).get("patient") or {}
         chart = known_chart if (pid and gate_read.get("patient_id") == pid) else None
-        if chart is None and pid and pid == self.patient_id and self.chart:
+        if chart is None and pid and pid == self.conversation.patient_id and self.chart:
             chart = self.chart
         if chart is None and pid and self.tools is not None:
             outcome = call_tool(self.tools, "get_patient_chart", {"patient_id": pid}, self.settings.tool_deadline_seconds)
@@ -305,7 +302,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         if action in ("new_session", "sessions"):
             return self.turn is None
         if action == "close_patient":
-            return self.patient_id is not None
+            return self.conversation.patient_id is not None
         if action == "retry_tools":
             return bool(self.tools_error) or self.servers_not_known_up()
         return True

@@ -123,8 +123,9 @@ class ClinicianHandling:
         with self.batch_update():
             while len(self.screen_stack) > 1:  # the lock screen and any dialog beneath it
                 self.pop_screen()
-            self._clear_context()
-            self._set_patient(None, persist=False)
+            self.conversation.start_new()
+            self._clear_chat()
+            self.open_patient(None)
             self.image_path = None
             self.main.attachment.clear()
             self._stop_tools()

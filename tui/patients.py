@@ -2,18 +2,20 @@
 and choose one in words as the line session does (``appliance.patient_choice``: "pull up james
 wilson", then "the one born 1960"; a typo offers the closest names).
 
-A mixin of ``ClinicApp``: these handlers and actions run on the UI thread and own the patient
-state (``patient_id``, ``patients_shown``); the chart and a search in words are fetched in
-thread workers that only post ``ChartLoaded`` / ``ChartFailed`` / ``PatientWords``. A chart for
-a patient who is no longer open is dropped. When a new conversation starts is
-``appliance.conversation``'s rule, the line session's too.
+A mixin of ``ClinicApp``: these handlers and actions run on the UI thread. The open patient and
+the last list of patients shown are the conversation core's (``appliance.conversation``): opening
+a patient asks it, and it alone decides whether a new conversation starts (the line session's
+rule too); this view clears the chat when one does, and refuses to while an answer is being
+written (a new conversation would take the running question off the screen). The chart and a
+search in words are fetched in thread workers that only post ``ChartLoaded`` / ``ChartFailed``
+/ ``PatientWords``. A chart for a patient who is no longer open is dropped.
 """
 
 from __future__ import annotations
 
 from textual import work
 
-from appliance.conversation import starts_new_conversation
+from appliance.conversation import Conversation
 from appliance.patient_choice import Shown, open_request, resolve
 from appliance.tools.base import ToolOutcome
 from tui import events
@@ -26,12 +28,12 @@ CHART_DEADLINE = 10.0
 
 
 class PatientHandling:
-    patient_id: str | None
+    conversation: Conversation
     chart: dict | None  # the open patient's chart as last loaded (None while loading or closed)
 
     def action_patient(self) -> None:
         screen = PatientSearchScreen(self._search_patient, cursor_blink=self.cursor_blink)
-        self.push_screen(screen, callback=lambda match: match and self._set_patient(match["patient_id"], match.get("name")))
+        self.push_screen(screen, callback=lambda match: match and self.open_patient(match["patient_id"], match.get("name")))
 
     def _search_patient(self, name: str) -> ToolOutcome:
         """Runs in the search dialog's worker thread."""
@@ -49,7 +51,7 @@ class PatientHandling:
         it is resolved by code in a worker (no model call) instead of going to the agent."""
         if self.turn is not None or self.tools is None:
             return False
-        shown = Shown(self.patients_shown.candidates, self.patients_shown.agent_asked)
+        shown = Shown(self.conversation.shown.candidates, self.conversation.shown.agent_asked)
         if shown.agent_asked or (not (shown.candidates and shown.pick(text)) and open_request(text) is None):
             return False
         self._resolve_words(text, shown)
@@ -63,39 +65,41 @@ class PatientHandling:
     def on_patient_words(self, message: events.PatientWords) -> None:
         """Open the chosen patient first (it may start a new conversation, clearing the chat),
         then show the line and code's words, or send the line on to the agent."""
-        self.patients_shown = Shown(message.shown)
+        self.conversation.shown = Shown(message.shown)
         outcome, opened = message.outcome, message.outcome.opened
         if opened is not None:
-            self._set_patient(opened.patient_id, opened.name)
-        if outcome.question and opened is not None and self.patient_id == opened.patient_id:
+            self.open_patient(opened.patient_id, opened.name)
+        is_open = opened is not None and self.conversation.patient_id == opened.patient_id
+        if outcome.question and is_open:
             self.ask_agent(message.text)  # the line asks something about the chosen patient too
             return
         lines = outcome.lines or ([f"Opened {opened.name}, born {opened.birth_date or 'unknown'}, ID {opened.patient_id}."]
-                                  if opened is not None and self.patient_id == opened.patient_id else [])
+                                  if is_open else [])
         self.main.chat.add_question(message.text)
         if lines:
             self.main.chat.add_reply("").finish("\n".join(lines), "answer")
         self.main.chat.scroll_to_latest()
 
     def action_close_patient(self) -> None:
-        if self.patient_id:
-            self._set_patient(None)
+        if self.conversation.patient_id:
+            self.open_patient(None)
             self.notice("Patient closed.")
 
-    def _set_patient(self, patient_id: str | None, name: str | None = None, persist: bool = True) -> None:
-        switching = persist and starts_new_conversation(self.context_patients, patient_id)
-        if switching and self.turn is not None:
-            # A new conversation would take the running (or waiting) question off the screen.
+    def open_patient(self, patient_id: str | None, name: str | None = None) -> None:
+        """The clinician opens ``patient_id`` (None closes the patient); the core decides whether a
+        new conversation starts."""
+        if self.turn is not None and self.conversation.starts_new(patient_id):
             self.notice(f"{name or patient_id} was not opened: an answer is still being written. Wait for it, "
                         "or press Escape to cancel it, then open the patient again.", "warning")
             return
-        if switching:
-            # The conversation is about another patient: its facts must not become this
-            # patient's context. It stays saved, and resumable under its own patients.
-            self._clear_context()
+        if self.conversation.open_patient(patient_id, name).new_conversation:
+            self._clear_chat()
             self.notice(f"Opened {name or patient_id}: a new conversation has started; "
                         "the previous one is saved (Ctrl+R resumes it).")
-        self.patient_id = patient_id
+        self._show_patient(patient_id, name)
+
+    def _show_patient(self, patient_id: str | None, name: str | None = None) -> None:
+        """The banner and the patient panel show the current patient; its chart loads."""
         self.refresh_bindings()
         self.chart = None
         if patient_id is None:
@@ -105,8 +109,6 @@ class PatientHandling:
             self.main.patient.show_loading(patient_id, name)
             self.main.banner.show_loading(patient_id, name)
             self._load_chart(patient_id)
-        if persist and self.session is not None:
-            self._store_call(self.store.set_patient, self.session.id, patient_id)
 
     def _load_chart(self, patient_id: str) -> None:
         if self.tools is not None:
@@ -127,13 +129,13 @@ class PatientHandling:
             self.post_message(events.ChartFailed(patient_id, outcome.message or outcome.error_type or "unknown error"))
 
     def on_chart_loaded(self, message: events.ChartLoaded) -> None:
-        if message.patient_id == self.patient_id:
+        if message.patient_id == self.conversation.patient_id:
             self.chart = message.chart
             self.main.patient.show_chart(message.patient_id, message.chart)
             self.main.banner.show_chart(message.patient_id, message.chart)
 
     def on_chart_failed(self, message: events.ChartFailed) -> None:
-        if message.patient_id == self.patient_id:
+        if message.patient_id == self.conversation.patient_id:
             self.main.patient.show_problem(message.patient_id, message.message)
             self.main.banner.show_problem(message.patient_id)
             self.notice(f"The chart could not be loaded: {message.message}", "error")

@@ -59,7 +59,7 @@ class PrescreenAnswer:
 
 class PrescreenHandling:
     def action_prescreen(self) -> None:
-        if self.patient_id is None:
+        if self.conversation.patient_id is None:
             self.notice("Open a patient first (Ctrl+O): the prescreen checks the open patient's chart.", "warning")
             return
         if self.turn is not None:
@@ -70,7 +70,7 @@ class PrescreenHandling:
             self.notice(f"The prescreen needs the model and the clinical data services ({why}).", "warning")
             return
         name = ((self.chart or {}).get("patient") or {}).get("name")
-        question = f"Prescreen {name + ' (' + self.patient_id + ')' if name else self.patient_id} for clinical trials"
+        question = f"Prescreen {name + ' (' + self.conversation.patient_id + ')' if name else self.conversation.patient_id} for clinical trials"
         turn = self._new_turn(question, "Prescreening: reading the chart…")
         self._prescreen_replies = {**getattr(self, "_prescreen_replies", {}), turn.id: turn.reply}
         self._begin(turn)

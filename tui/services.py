@@ -169,8 +169,8 @@ class ServiceHandling:
         self.tools = message.tools
         if any(ok is not None for ok in message.health.values()):
             self.on_server_health(events.ServerHealth(message.health))
-        if self.patient_id and self.chart is None:
-            self._load_chart(self.patient_id)
+        if self.conversation.patient_id and self.chart is None:
+            self._load_chart(self.conversation.patient_id)
 
     def on_tools_ready(self, message: events.ToolsReady) -> None:
         if message.generation != self._tools_generation:  # started for a clinician who signed out
@@ -179,8 +179,8 @@ class ServiceHandling:
         started = self.tools is message.tools  # its chart read began at ToolsStarted
         self.tools, self.drug_names, self.tools_error = message.tools, message.drug_names, None
         self.refresh_bindings()  # the health check that follows announces a recovery
-        if self.patient_id and not started:
-            self._load_chart(self.patient_id)
+        if self.conversation.patient_id and not started:
+            self._load_chart(self.conversation.patient_id)
         self._maybe_ready()
 
     def on_tools_failed(self, message: events.ToolsFailed) -> None:

@@ -7,8 +7,10 @@ Invariants:
   the answer appears whole when the turn is done, after ``appliance.screen_text`` hid any
   patient ID the turn did not read, the clinician did not write and the conversation is not
   about.
-- A cancelled turn says what it wrote and what it did not (``appliance.turn_outcome``, from the
-  turn's trace, the line session's words too); the chart is reloaded after a write to it.
+- What a turn's end shows and saves is the conversation core's (``Conversation.answered``,
+  ``stopped``, ``failed``, the line session's too): a cancelled turn says what it wrote and what
+  it did not (``appliance.turn_outcome``, from the turn's trace); the chart is reloaded after a
+  write to it.
 """
 
 from __future__ import annotations
@@ -16,18 +18,15 @@ from __future__ import annotations
 import time
 
 from appliance.agent.state import TraceEvent
-from appliance.screen_text import allowed_patient_ids, screen_safe
-from appliance.turn_outcome import saved_words, stopped_words, writes_done
-from appliance.wording import safety_lines
+from appliance.conversation import Conversation
+from appliance.turn_outcome import saved_words, writes_done
 from tui import events
 from tui.workers import Turn
 
 
 class TurnMessages:
     turn: Turn | None
-    context_patients: set[str]
-    history: list[tuple[str, str]]
-    patient_id: str | None
+    conversation: Conversation
 
     def _show_progress(self) -> None:
         """The running turn's step and elapsed seconds, redrawn on a timer so the clock moves
@@ -59,15 +58,9 @@ class TurnMessages:
             self._finish_cancelled(turn)
             return
         result = message.result
-        allowed = allowed_patient_ids(getattr(result, "state", None), self.context_patients | ({turn.patient_id} - {None}))
-        response = screen_safe(result.response, allowed)  # never another patient's ID on screen
-        shown = "\n\n".join(  # the safety check's findings lead the answer (as in `ask`)
-            ["\n".join(safety_lines(entry)) for entry in result.safety] + [response])
+        shown = self.conversation.answered(turn.question, turn.patient_id, result)  # saved, and history
         turn.reply.finish(shown, result.kind, result.disclaimer)
         self.main.trace.finish_turn(turn.id, "complete")
-        self._save(turn, shown, result.kind, "complete", [e.to_dict() for e in result.trace])
-        self.history += [("user", turn.question), ("assistant", response)]
-        self.patients_shown.after_answer(result.response)
         self._end_turn()
         self._reload_chart_after(self._writes(turn))
 
@@ -83,10 +76,9 @@ class TurnMessages:
     def _finish_cancelled(self, turn: Turn) -> None:
         trace = self.main.trace.events(turn.id)
         writes, saved = writes_done(trace), saved_words(trace)
-        detail = f"cancelled by the clinician; {stopped_words(trace)}"
+        detail = f"cancelled by the clinician; {self.conversation.stopped(turn.question, turn.patient_id, trace)}"
         turn.reply.mark("cancelled", detail)
         self.main.trace.finish_turn(turn.id, "cancelled")
-        self._save(turn, f"(cancelled)\n[{detail}]", "answer", "cancelled", self._trace_of(turn))
         if saved:
             self.notice(f"The answer was cancelled, but the write you approved was saved to the record: {saved}. "
                         "The cancelled answer is not used as context for later questions.", "warning")
@@ -100,15 +92,13 @@ class TurnMessages:
         return writes_done(self.main.trace.events(turn.id))
 
     def _reload_chart_after(self, writes: list[TraceEvent]) -> None:
-        if self.patient_id and any((e.args or {}).get("patient_id") == self.patient_id for e in writes):
-            self._load_chart(self.patient_id)
+        pid = self.conversation.patient_id
+        if pid and any((e.args or {}).get("patient_id") == pid for e in writes):
+            self._load_chart(pid)
 
     def _finish_failed(self, turn: Turn, text: str) -> None:
         turn.reply.mark("failed", f"not answered: {text}")
         self.main.trace.finish_turn(turn.id, "failed")
-        self._save(turn, f"(not answered: {text})", "notice", "failed", self._trace_of(turn))
+        self.conversation.failed(turn.question, turn.patient_id, self.main.trace.events(turn.id), text)
         self.notice(f"The question could not be answered: {text}", "error")
         self._end_turn()
-
-    def _trace_of(self, turn: Turn) -> list[dict]:
-        return [e.to_dict() for e in self.main.trace.events(turn.id)]

@@ -4,26 +4,23 @@ Invariants:
 - Writes to the EHR run only after the clinician types "y" at the approval prompt, which names
   the patient written to (and says when that is not the current patient) and shows the exact
   arguments; anything else (including end of input) rejects them.
-- The session has a current patient, the line session's counterpart of the terminal's open
-  patient (``CurrentPatient``): set by ``/patient ID``, or after a turn by the patient of its
-  last successful record call, else its one unique search match, else the one patient ID in the
-  clinician's words that no call refused; a search with several matches clears it (the
-  clinician is asked which one), ``/patient`` closes it. It is shown in the prompt and passed
-  with every question, so reads use it and a write can only reach it through the approval;
-  every change is announced.
+- The session is a view over the conversation core (``appliance.conversation.Conversation``), the
+  one the terminal uses: it holds the current patient, the history, what is saved and when a new
+  conversation starts. The current patient is set by ``/patient ID``, ``/find`` or a choice in
+  words (opened: the core's rule decides whether a new conversation starts), or after a turn by
+  the patient the turn settled on (``Conversation.follow_turn``: no new conversation);
+  ``/patient`` closes it. It is shown in the prompt and passed with every question, so reads use
+  it and a write can only reach it through the approval; every change is announced.
 - When clinician accounts exist the session starts with sign-in (name, then password; the
   account's lock-out applies) and nothing is loaded before it succeeds; the clinician is the
   author of every write (the servers' ``APPLIANCE_USER``) and is named in every approval and
   carried by its result. With no accounts, writes are attributed to the operator, as it says.
   ``/lock`` clears the screen and asks for that clinician's password only (the lock-out
   applies); end of input there signs out and ends the session.
-- Every exchange is saved in the sessions store the terminal uses (``SavedConversation``), so
-  ``--resume`` / ``--session ID`` (here or in the terminal) reopens it: the conversation is
-  shown again, its complete exchanges are the context, its patient is current again (confirmed).
-  As in the terminal, a patient opened by ``/patient`` or ``/find`` while the conversation is
-  about another starts a new one (the previous stays saved): one patient's facts are never
-  another's context.
-  A storage problem is one line; the session goes on without saving.
+- Every exchange (answered, stopped or failed) is saved by the core in the sessions store the
+  terminal uses, so ``--resume`` / ``--session ID`` (here or in the terminal) reopens it: the
+  conversation is shown again, its complete exchanges are the context, its patient is current
+  again (confirmed). A storage problem is one line; the session goes on without saving.
 """
 
 from __future__ import annotations
@@ -37,10 +34,9 @@ import threading
 from appliance.accounts.reauthenticate import reauthenticate
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.config import Settings
-from appliance.conversation import starts_new_conversation, turn_patients
+from appliance.conversation import Conversation, CurrentPatient
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.line_session.patients import (
-    CurrentPatient,
     find_patient,
     open_choice,
     searcher,
@@ -48,16 +44,14 @@ from appliance.line_session.patients import (
 )
 from appliance.line_session.progress import Progress
 from appliance.line_session.saved import (
-    SavedConversation,
     lock,
     resume_problem,
     session_clinician,
+    show_resumed,
 )
-from appliance.patient_choice import Shown, resolve
-from appliance.screen_text import allowed_patient_ids, screen_safe
+from appliance.patient_choice import resolve
 from appliance.tools.base import Approval, signed_by
-from appliance.turn_outcome import stopped_words
-from appliance.wording import action_words, safety_lines
+from appliance.wording import action_words
 from common.operator import operator_name
 
 HELP = """Type a question and press Enter.
@@ -126,7 +120,8 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
     clinician = account.name if account else None
     print(who, flush=True)
     print("Offline clinical assistant. Loading the model...", flush=True)
-    current = CurrentPatient()
+    conversation = Conversation.in_store(settings.model, report=lambda line: print(f"[{line}]"))
+    current = conversation.current
     author = clinician or operator_name()
     progress = Progress()
 
@@ -144,20 +139,14 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
     print(f"Ready ({settings.model}; acceptance: {acceptance_status(settings).line}). {HELP}\n", flush=True)
     if agent.model_notice:
         print(f"*** {agent.model_notice.upper()} ***\n", flush=True)
-    history: list[tuple[str, str]] = []
-    conversation = SavedConversation(settings.model)
-    context: set[str] = set()  # the patients this conversation is about (appliance.conversation)
     if resume and conversation.store is not None:
-        history, resumed_patient = conversation.reopen(resume)
-        patient_id = patient_id or resumed_patient
-        context = set(conversation.session.patient_ids) if conversation.session is not None else set()
+        show_resumed(conversation.resume(resume))
     last = None
-    patients_shown = Shown()  # the last list of patients shown: "the second one" picks from it
     interrupts = Interrupts()
     with tools, interrupts.installed():
-        if patient_id is not None:
-            set_patient(current, patient_id, tools)
-        settled = current.patient_id  # the patient the conversation last went on with
+        if patient_id is not None or conversation.patient_id is not None:
+            set_patient(conversation, patient_id or conversation.patient_id, tools,
+                        opening=patient_id not in (None, conversation.patient_id))
         while True:
             try:
                 line = input(f"[{current.label()}] > ").strip()
@@ -183,88 +172,60 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                     return 0
                 continue
             if line == "/prescreen":
-                if _prescreen(agent, tools, current, settings, interrupts, conversation, progress):
-                    context.add(current.patient_id)
+                _prescreen(agent, tools, conversation, settings, interrupts, progress)
                 continue
             if line.startswith("/"):
-                before = current.patient_id
-                if not _command(line, current, tools, last, patients_shown):
+                if not _command(line, conversation, tools, last):
                     print(f"Unknown command {line.split()[0]}.\n{HELP}")
-                if current.patient_id != before and starts_new_conversation(context, current.patient_id):
-                    history, context = _new_conversation(conversation, current)
-                settled = current.patient_id
                 continue
-            choice = resolve(line, patients_shown, searcher(tools))  # a patient chosen in words, by code
+            choice = resolve(line, conversation.shown, searcher(tools))  # a patient chosen in words, by code
             if choice is not None:
-                open_choice(choice, current, tools)
+                open_choice(choice, conversation, tools)
                 if not choice.question:
-                    if current.patient_id != settled and starts_new_conversation(context, current.patient_id):
-                        history, context = _new_conversation(conversation, current)
-                    settled = current.patient_id
                     print()
                     continue
-            if current.patient_id != settled and starts_new_conversation(context, current.patient_id):
-                history, context = _new_conversation(conversation, current)  # another patient was opened
-            settled = current.patient_id
+            asked_for = conversation.patient_id
             seen: list = []  # the turn's trace as it happens: a stopped turn still knows what it wrote
             progress.start("Reading the request")
             cancel = interrupts.turn_started()
             try:
                 # Only checked text is shown: the answer is printed once the turn's checks are
                 # done (never streamed); meanwhile the progress line names the step.
-                last = agent.run_turn(line, history=history, patient_id=current.patient_id,
+                last = agent.run_turn(line, history=list(conversation.history), patient_id=asked_for,
                                       on_event=seen.append, on_step=progress.note, cancel=cancel)
             except (TurnCancelled, GenerationCancelled):  # stopped between steps, or mid-generation
                 progress.done()
-                said = stopped_words(seen)
-                print(f"[answer stopped: {said}; the session goes on]\n")
-                context |= turn_patients(current.patient_id, seen)
-                conversation.save(line, f"(cancelled: {said})", kind="answer", status="cancelled",
-                                  patient_id=current.patient_id, trace=[e.to_dict() for e in seen])
+                print(f"[answer stopped: {conversation.stopped(line, asked_for, seen)}; the session goes on]\n")
                 continue
             except ApplianceError as exc:
                 progress.done()
                 print(f"\n[problem] {exc}", file=sys.stderr)
+                conversation.failed(line, asked_for, seen, str(exc))
                 continue
             finally:
                 interrupts.turn_ended()
                 progress.done()  # also when a second Ctrl+C leaves the session
-            response = screen_safe(last.response, allowed_patient_ids(last.state, context | {current.patient_id} - {None}))
-            shown = "\n".join(["\n".join(safety_lines(entry)) for entry in last.safety] + [response])
-            print(shown)  # the gate's findings first, whatever the answer says
-            conversation.save(line, shown, kind=last.kind, status="complete", patient_id=current.patient_id,
-                              trace=[e.to_dict() for e in last.trace])
+            print(conversation.answered(line, asked_for, last))  # the gate's findings first
             if last.disclaimer:
                 print(last.disclaimer)
             if last.model_notice:
                 print(f"[{last.model_notice}]")
-            context |= turn_patients(current.patient_id, last.trace)
-            change = current.after_turn(last.state)
+            change = conversation.follow_turn(last.state)
             if change:
                 print(change)
             print()
-            history += [("user", line), ("assistant", response)]
-            patients_shown.after_answer(last.response)
 
 
 LINE_MAX_TRIALS = 3  # as the terminal's F6
 
 
-def _new_conversation(conversation: SavedConversation, current: CurrentPatient) -> tuple[list, set]:
-    """As the terminal does (``appliance.conversation``): another patient's facts never become
-    this one's context; the previous conversation stays saved."""
-    conversation.start_new()
-    print(f"A new conversation starts for {current.label()}; the previous one is saved "
-          "(`appliance session --session ID` or the terminal's Ctrl+R reopen it).\n")
-    return [], set()
-
-
-def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interrupts: Interrupts,
-               conversation: SavedConversation, progress: Progress) -> bool:
+def _prescreen(agent, tools, conversation: Conversation, settings: Settings, interrupts: Interrupts,
+               progress: Progress) -> bool:
     """``/prescreen``: the current patient against recruiting trials (the terminal's F6): code
     reads the chart and decides what it can, the model judges the rest; Ctrl+C stops it."""
     from appliance.prescreen.run import render_text, run_prescreen
 
+    current = conversation.current
     if current.patient_id is None:
         print("Make a patient current first (/patient ID or /find NAME): the prescreen reads their chart.")
         return False
@@ -284,7 +245,7 @@ def _prescreen(agent, tools, current: CurrentPatient, settings: Settings, interr
         progress.done()
     text = render_text(result, criteria=False)
     print(text + "\n")
-    conversation.save("/prescreen", text, kind="answer", status="complete", patient_id=current.patient_id, trace=[])
+    conversation.note("/prescreen", text, current.patient_id)
     return True
 
 
@@ -331,14 +292,14 @@ class Interrupts:
         self.pressed_at_prompt = False
 
 
-def _command(line: str, current: CurrentPatient, tools, last, shown: Shown | None = None) -> bool:
+def _command(line: str, conversation: Conversation, tools, last) -> bool:
     """Run a slash command; False when there is no such command."""
     name, _, rest = line.partition(" ")
     rest = rest.strip()
     if name == "/patient":
-        set_patient(current, rest or None, tools)
+        set_patient(conversation, rest or None, tools)
     elif name == "/find":
-        find_patient(rest, current, tools, shown)
+        find_patient(rest, conversation, tools)
     elif name == "/trace":
         if last is None:
             print("No turn yet.")

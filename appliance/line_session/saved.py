@@ -1,4 +1,5 @@
-"""The line session's sign-in, lock and saved conversation (the terminal's sessions store)."""
+"""The line session's sign-in, lock, and how a resumed conversation is shown again (the
+conversation itself is ``appliance.conversation``'s, the terminal's too)."""
 
 from __future__ import annotations
 
@@ -25,58 +26,22 @@ def session_clinician(settings: Settings):
     return account, store, f"Signed in as {account.label}: your writes carry your name."
 
 
-class SavedConversation:
-    """The line session's conversation in the terminal's sessions store (``appliance.accounts.sessions``)."""
+SHOWN = 6  # exchanges shown again on resuming
 
-    SHOWN = 6  # exchanges shown again on resuming
 
-    def __init__(self, model: str, path=None):
-        from appliance.accounts.sessions import SessionStore, SessionStoreError
-
-        self.model, self.session, self.store = model, None, None
-        try:
-            self.store = SessionStore(path)
-        except SessionStoreError as exc:
-            print(f"[this conversation will not be saved: {exc}]")
-
-    def _call(self, fn, *args, **kwargs):
-        from appliance.accounts.sessions import SessionStoreError
-
-        try:
-            return fn(*args, **kwargs)
-        except SessionStoreError as exc:
-            print(f"[session storage problem: {exc}]")
-            return None
-
-    def reopen(self, target: str) -> tuple[list[tuple[str, str]], str | None]:
-        """Show a saved session again ("latest" or an ID); its history and patient."""
-        session = self.store.latest_session() if target == "latest" else self.store.get_session(target)
-        if session is None:
-            print("No saved session to resume: this is a new one.")
-            return [], None
-        self.session = session
-        messages = self.store.messages(session.id)
-        print(f"Resumed: {session.title}")
-        pairs = list(zip(messages[::2], messages[1::2]))
-        for question, reply in pairs[-self.SHOWN:]:
-            status = "" if reply.status == "complete" else f" [{reply.status}]"
-            print(f"  You: {question.text}\n  Assistant{status}: {reply.text}")
-        print()
-        return [(m.role, m.text) for m in messages if m.status == "complete"], session.patient_id
-
-    def start_new(self) -> None:
-        """The next exchange starts a new saved session (this one stays saved)."""
-        self.session = None
-
-    def save(self, question: str, reply: str, *, kind: str, status: str, patient_id: str | None,
-             trace: list[dict]) -> None:
-        if self.store is None:
-            return
-        if self.session is None:
-            self.session = self._call(self.store.create_session, model=self.model, patient_id=patient_id)
-        if self.session is not None:
-            self._call(self.store.add_exchange, self.session.id, question, reply, kind=kind, status=status,
-                       patient_id=patient_id, trace=trace)
+def show_resumed(resumed) -> None:
+    """Show a resumed conversation (``Conversation.resume``'s session and messages) again: its
+    title and its last exchanges, or that there was none to resume."""
+    if resumed is None:
+        print("No saved session to resume: this is a new one.")
+        return
+    session, messages = resumed
+    print(f"Resumed: {session.title}")
+    pairs = list(zip(messages[::2], messages[1::2]))
+    for question, reply in pairs[-SHOWN:]:
+        status = "" if reply.status == "complete" else f" [{reply.status}]"
+        print(f"  You: {question.text}\n  Assistant{status}: {reply.text}")
+    print()
 
 
 def resume_problem(resume: str | None) -> str | None:

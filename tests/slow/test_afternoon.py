@@ -101,7 +101,7 @@ async def test_an_afternoon_in_the_terminal(home):
         # open a patient by name: her allergies lead the banner
         await open_by_name(pilot, "Emily Johnson")
         await wait_until(pilot, lambda: app.chart is not None, timeout=30, what="her chart")
-        assert app.patient_id == "pat-006" and "Penicillin" in str(app.main.banner.render())
+        assert app.conversation.patient_id == "pat-006" and "Penicillin" in str(app.main.banner.render())
         # ask: a chart question is answered from the chart
         await ask(pilot, "What allergies does she have?")
         await wait_until(pilot, lambda: app.turn is None, timeout=300, what="the answer")
@@ -116,7 +116,7 @@ async def test_an_afternoon_in_the_terminal(home):
         # switch patient: a new conversation
         await open_by_name(pilot, "John Smith")
         await settle(pilot)
-        assert app.patient_id == "abc-123" and texts(app) == []
+        assert app.conversation.patient_id == "abc-123" and texts(app) == []
         # prescreen (F6): verdicts in the conversation
         await pilot.press("f6")
         await wait_until(pilot, lambda: app.turn is not None, what="the prescreen to start")

@@ -71,7 +71,7 @@ async def test_real_model_and_servers(home):
         await pilot.press("down", "enter")
         await wait_until(pilot, lambda: "ALLERGIES" in str(app.main.patient.query_one("#patient-body").render()),
                          timeout=30, what="the real chart")
-        assert app.patient_id == second["patient_id"]
+        assert app.conversation.patient_id == second["patient_id"]
         # one question answered by the real model
         await ask(pilot, "What is hypertension?")
         await wait_until(pilot, lambda: app.turn is None, timeout=240, what="the real model's answer")
@@ -81,7 +81,7 @@ async def test_real_model_and_servers(home):
         nodes = [e.node for e in app.main.trace.events(1)]
         assert nodes[0] == "INPUT_ASSEMBLY" and nodes[-1] == SY
         assert app.main.status.tokens_per_second and app.main.status.tokens_per_second > 0
-        assert app.store.history(app.session.id)[0] == ("user", "What is hypertension?")
+        assert app.conversation.store.history(app.conversation.session.id)[0] == ("user", "What is hypertension?")
 
 
 async def test_writes_reach_the_real_ehr_only_after_approve(home):
@@ -96,7 +96,7 @@ async def test_writes_reach_the_real_ehr_only_after_approve(home):
                     sessions_path=home / "sessions.sqlite", cursor_blink=False, health_interval=0)
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         assert "metformin" not in chart_medications(app, "abc-123")
         await ask(pilot, WRITE_QUESTIONS["prescribe_medication"])
@@ -132,7 +132,7 @@ async def test_an_order_with_a_patient_open_reaches_the_approval_dialog_on_the_r
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.agent is not None or app.model_error, timeout=120, what="start-up")
         assert app.agent is not None, app.model_error
-        app._set_patient("pat-006", "Emily Johnson")
+        app.open_patient("pat-006", "Emily Johnson")
         await settle(pilot)
         await ask(pilot, "Prescribe amoxicillin 500 mg three times daily")
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=240, what="the approval dialog")

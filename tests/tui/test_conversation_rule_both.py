@@ -67,7 +67,7 @@ async def test_the_terminal_and_the_line_session_split_conversations_alike(tmp_p
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
         for i, pid in enumerate(SWITCHES):
-            app._set_patient(pid, NAMES.get(pid)) if pid else app.action_close_patient()
+            app.open_patient(pid, NAMES.get(pid)) if pid else app.action_close_patient()
             await settle(pilot)
             await ask(pilot, f"Question {i}?")
             await wait_until(pilot, lambda: app.turn is None, what=f"answer {i}")

@@ -50,7 +50,7 @@ async def test_question_gets_its_answer_whole_once_checked(tmp_path):
         assert reply.kind == "answer" and reply.has_class("answer")
         assert finished == [ANSWER]  # one finished answer, no pieces posted before it
         assert [e.node for e in app.main.trace.events(1)] == ["INPUT_ASSEMBLY", IC, SY]
-        assert app.history == [("user", "What is hypertension?"), ("assistant", ANSWER)]
+        assert app.conversation.history == [("user", "What is hypertension?"), ("assistant", ANSWER)]
         assert model.pending() == {}
 
 
@@ -80,8 +80,8 @@ async def test_clarification_looks_different_from_an_answer(tmp_path):
         assert reply.kind == "clarification" and reply.has_class("clarification")
         assert reply.border_title != "Assistant"
         assert all(f"pat-01{i}" in reply.text for i in range(3))
-        assert app.session is not None
-        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.session.id)
+        assert app.conversation.session is not None
+        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.conversation.session.id)
         assert stored[-1].kind == "clarification"
 
 
@@ -101,16 +101,16 @@ async def test_cancelling_a_turn_stops_generation_and_keeps_the_session_consiste
         reply = app.main.chat.messages()[-1]
         assert app.turn is None and reply.has_class("cancelled")
         assert "Raised" not in reply.text and "nothing was written to the record" in reply.text
-        assert app.history == []  # a cancelled answer is never context
-        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.session.id)
+        assert app.conversation.history == []  # a cancelled answer is never context
+        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.conversation.session.id)
         assert [m.status for m in stored] == ["cancelled", "cancelled"]
         # the terminal keeps working, and the next turn sees no trace of the cancelled one
         model.release.set()
         await ask(pilot, "Another question")
         await settle(pilot)
         assert texts(app)[-1] == "Second answer."
-        assert app.history == [("user", "Another question"), ("assistant", "Second answer.")]
-        assert SessionStore(tmp_path / "sessions.sqlite").history(app.session.id) == app.history
+        assert app.conversation.history == [("user", "Another question"), ("assistant", "Second answer.")]
+        assert SessionStore(tmp_path / "sessions.sqlite").history(app.conversation.session.id) == app.conversation.history
 
 
 async def test_questions_wait_for_the_model_while_it_loads(tmp_path):
@@ -163,7 +163,7 @@ async def test_model_and_tool_errors_become_notices(tmp_path):
         assert app.main.chat.messages()[-1].has_class("failed")
         assert any("RuntimeError" in text for sev, text in app.notices if sev == "error")
         # the chart tool has nothing scripted: the failure is a notice and a message in the panel
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         assert "could not be loaded" in str(app.main.patient.query_one("#patient-body").render())
         assert any("chart could not be loaded" in text for _, text in app.notices)
@@ -176,7 +176,7 @@ async def test_a_session_database_problem_is_a_notice(tmp_path):
     app._sessions_path = blocker / "sessions.sqlite"
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.store is None and any("not be saved" in text for _, text in app.notices)
+        assert app.conversation.store is None and any("not be saved" in text for _, text in app.notices)
         await ask(pilot, "What is hypertension?")
         await settle(pilot)
         assert texts(app)[-1] == ANSWER
@@ -186,10 +186,10 @@ async def test_resuming_a_session_after_a_restart(tmp_path):
     app, _, _ = make_app(tmp_path, {IC: [intent()], SY: [ANSWER]})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await ask(pilot, "What is hypertension?")
         await settle(pilot)
-        first_id = app.session.id
+        first_id = app.conversation.session.id
         await pilot.press("ctrl+q")
 
     seen: list[dict] = []
@@ -204,9 +204,9 @@ async def test_resuming_a_session_after_a_restart(tmp_path):
         await wait_until(pilot, lambda: isinstance(app2.screen, SessionsScreen), what="the session list")
         await pilot.press("enter")
         await settle(pilot)
-        assert app2.session.id == first_id
+        assert app2.conversation.session.id == first_id
         assert texts(app2) == ["What is hypertension?", ANSWER]
-        assert app2.patient_id == "abc-123"
+        assert app2.conversation.patient_id == "abc-123"
         assert [e.node for e in app2.main.trace.events(1)][-1] == SY  # the stored trace is back
         await ask(pilot, "And the treatment?")
         await settle(pilot)
@@ -221,8 +221,8 @@ async def test_new_session_is_one_key(tmp_path):
         await ready(pilot)
         await ask(pilot, "What is hypertension?")
         await settle(pilot)
-        old = app.session.id
+        old = app.conversation.session.id
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert texts(app) == [] and app.history == [] and app.session is None
+        assert texts(app) == [] and app.conversation.history == [] and app.conversation.session is None
         assert SessionStore(tmp_path / "sessions.sqlite").get_session(old).message_count == 2

@@ -24,7 +24,7 @@ async def test_every_action_is_in_the_footer_within_80_columns(tmp_path):
     app, _, _ = make_app(tmp_path, {IC: [intent()], SY: ["ok"]})
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123")  # shows "close patient" too
+        app.open_patient("abc-123")  # shows "close patient" too
         await settle(pilot)
         keys = footer_keys(app)
         # cancel shows only during a turn, retry only while a clinical data service is down, lock

@@ -80,7 +80,7 @@ async def test_selecting_a_patient_among_three_with_the_same_name(tmp_path):
         assert [f"born 19{40 + 10 * i}-06-01" in lines[i] for i in range(3)] == [True] * 3
         await pilot.press("down", "enter")  # the second James Wilson
         await settle(pilot)
-        assert app.patient_id == "pat-011"
+        assert app.conversation.patient_id == "pat-011"
         body = str(app.main.patient.query_one("#patient-body").render())
         assert body.index("ALLERGIES") < body.index("ACTIVE PROBLEMS") < body.index("MEDICATIONS")
         assert "Penicillin" in body and "Essential hypertension" in body and "Hemoglobin A1c" in body
@@ -93,7 +93,7 @@ async def test_selecting_a_patient_among_three_with_the_same_name(tmp_path):
         assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "pat-011"}] * 2
         await pilot.press("ctrl+l")
         await pilot.pause()
-        assert app.patient_id is None and app.main.patient.patient_id is None
+        assert app.conversation.patient_id is None and app.main.patient.patient_id is None
 
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)
@@ -104,7 +104,7 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
     app, model, toolbox = make_app(tmp_path, write_script(tool, approved=True), tools)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         screen = await open_approval(pilot, tool)
         for name, value in WRITE_ARGS[tool].items():  # the exact arguments are shown
@@ -290,7 +290,7 @@ async def test_cancelling_after_an_approved_write_reloads_the_chart_and_says_it_
     toolbox.call = slow_answer
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         await open_approval(pilot, tool)
         await approve(pilot)
@@ -305,9 +305,9 @@ async def test_cancelling_after_an_approved_write_reloads_the_chart_and_says_it_
         assert "cancelled" in notice and "saved to the record" in notice
         reply = app.main.chat.messages()[-1]
         assert reply.has_class("cancelled") and "saved to the record" in reply.text
-        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.session.id)
+        stored = SessionStore(tmp_path / "sessions.sqlite").messages(app.conversation.session.id)
         assert [m.status for m in stored] == ["cancelled", "cancelled"]
-        assert "saved to the record" in stored[-1].text and app.history == []
+        assert "saved to the record" in stored[-1].text and app.conversation.history == []
 
 
 async def test_cancelling_the_turn_while_approval_is_open_dismisses_the_dialog(tmp_path):
@@ -345,7 +345,7 @@ async def test_the_banner_keeps_the_open_patient_and_allergies_in_sight(tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         assert not app.main.banner.display
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         assert app.main.banner.display and app.main.banner.region.height >= 2
         assert banner(app).splitlines() == ["John Smith · 67 y · male · MRN DEMO-000123", expected]

@@ -24,7 +24,7 @@ async def test_f6_prescreens_the_open_patient_into_the_conversation(tmp_path):
     app, model, toolbox = make_app(tmp_path, SCRIPT, tools)
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         await pilot.press("f6")
         await wait_until(pilot, lambda: app.turn is None and len(texts(app)) >= 2, what="the prescreen")
@@ -34,7 +34,7 @@ async def test_f6_prescreens_the_open_patient_into_the_conversation(tmp_path):
         assert "1. ELIGIBLE  NCT-DEMO-0002" in answer and "Patient facts used:" in answer
         assert [t for t, _ in toolbox.calls] == ["get_patient_chart", "get_patient_chart", "find_clinical_trials",
                                                  "get_trial_details"]
-        assert app.history[-1] == ("assistant", answer)  # context for a follow-up question
+        assert app.conversation.history[-1] == ("assistant", answer)  # context for a follow-up question
         assert model.pending() == {}
 
 

@@ -45,7 +45,7 @@ def screen_text(app) -> str:
 async def prescreened(pilot):
     app = pilot.app
     await ready(pilot)
-    app._set_patient("abc-123", "John Smith")
+    app.open_patient("abc-123", "John Smith")
     await settle(pilot)
     await pilot.press("f6")
     await wait_until(pilot, lambda: app.turn is None and len(texts(app)) >= 2, what="the prescreen")
@@ -74,4 +74,4 @@ async def test_the_disclaimer_is_shown_once_as_the_answers_footnote(tmp_path):
         assert DISCLAIMER not in answer.text
         whole = f"{answer.text}\n\n{answer.footnote}"
         assert whole.count("confirm every criterion") == 1
-        assert app.history[-1] == ("assistant", answer.text)
+        assert app.conversation.history[-1] == ("assistant", answer.text)

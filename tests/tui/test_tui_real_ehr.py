@@ -113,7 +113,7 @@ async def test_a_write_reaches_the_real_ehr_only_after_approve(home, tool, decis
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         assert app.main.status.health == {"ehr": True, "knowledge": True, "umls": True}
-        app._set_patient(PATIENT, "John Smith")
+        app.open_patient(PATIENT, "John Smith")
         await wait_until(pilot, lambda: "ALLERGIES" in panel(app), what="the real chart")
         assert "John Smith" in panel(app) and shown not in panel(app)
         assert rows(sql) == 0

@@ -41,8 +41,8 @@ async def test_a_saved_session_reopens_at_start_up(tmp_path, resume):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         assert texts(app) == ["What is hypertension?", "Persistently raised arterial pressure."]
-        assert app.session.id == session.id
-        assert app.history == [("user", "What is hypertension?"), ("assistant", "Persistently raised arterial pressure.")]
+        assert app.conversation.session.id == session.id
+        assert app.conversation.history == [("user", "What is hypertension?"), ("assistant", "Persistently raised arterial pressure.")]
 
 
 def test_an_unknown_session_is_refused_before_the_screen_starts(tmp_path):
@@ -61,25 +61,25 @@ async def test_opening_another_patient_starts_a_new_context(tmp_path):
         await ready(pilot)
         original = app.agent.run_turn
         app.agent.run_turn = lambda q, **kw: (seen.append(kw), original(q, **kw))[1]
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await ask(pilot, "Summarise his diabetes care")
         await settle(pilot)
-        first = app.session.id
-        app._set_patient("pat-002", "Maria Garcia")
+        first = app.conversation.session.id
+        app.open_patient("pat-002", "Maria Garcia")
         await settle(pilot)
-        assert app.session is None and app.history == [] and texts(app) == []
+        assert app.conversation.session is None and app.conversation.history == [] and texts(app) == []
         assert any("new conversation" in text for _, text in app.notices)
         await ask(pilot, "Summarise her care")
         await settle(pilot)
         assert seen[-1]["history"] == []  # nothing of John Smith's conversation reaches the model
-        assert app.session.id != first
-        store = app.store
+        assert app.conversation.session.id != first
+        store = app.conversation.store
         assert store.get_session(first).patient_ids == ("abc-123",)
-        assert store.get_session(app.session.id).patient_ids == ("pat-002",)
+        assert store.get_session(app.conversation.session.id).patient_ids == ("pat-002",)
         # Reopening the same patient keeps the conversation.
-        app._set_patient("pat-002", "Maria Garcia")
+        app.open_patient("pat-002", "Maria Garcia")
         await settle(pilot)
-        assert len(app.history) == 2
+        assert len(app.conversation.history) == 2
 
 
 def test_a_session_is_labelled_with_every_patient_it_touched(tmp_path):

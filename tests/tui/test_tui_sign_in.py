@@ -228,7 +228,7 @@ async def test_sign_out_ends_the_clinicians_context_and_the_next_one_gets_their_
     async with app.run_test(size=SIZE) as pilot:
         await sign_in(pilot)
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await ask(pilot, "Hello")
         await wait_until(pilot, lambda: app.turn is None, what="the answer")
         answer = approve_in_thread(app)
@@ -242,7 +242,7 @@ async def test_sign_out_ends_the_clinicians_context_and_the_next_one_gets_their_
         assert len(app.screen_stack) == 2  # the main screen and the sign-in: the old dialog is gone
         assert "Dr. Ada Okafor (aokafor) signed out." in str(app.screen.query_one("#sign-in-intro").render())
         assert app.clinician is None and app.tools is None and app.made[0].closed
-        assert app.patient_id is None and texts(app) == [] and app.history == []
+        assert app.conversation.patient_id is None and texts(app) == [] and app.conversation.history == []
         await wait_until(pilot, lambda: answer, what="the open approval's rejection")
         assert not answer[0].approved
 

@@ -54,7 +54,7 @@ def answered_app(tmp_path):
 
 async def open_patient_and_ask(pilot):
     await ready(pilot)
-    pilot.app._set_patient("abc-123", "John Smith")
+    pilot.app.open_patient("abc-123", "John Smith")
     await settle(pilot)
     await ask(pilot, "Check FDA warnings for metformin")
     await settle(pilot)

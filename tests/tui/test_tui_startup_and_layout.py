@@ -79,7 +79,7 @@ async def test_the_conversation_keeps_ten_lines_at_80x24_with_the_trace_showing(
     app, _, _ = make_app(tmp_path, {}, {"get_patient_chart": [{"result": chart("abc-123")}]})
     async with app.run_test(size=size) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         assert app.main.trace.display
         assert app.main.chat.region.height >= 10
@@ -96,7 +96,7 @@ async def test_opening_another_patient_never_takes_a_running_question_off_the_sc
     app, _, _ = make_app(tmp_path, None, tools, model=model)
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         model.release.set()
         await ask(pilot, "Summarise his care")
         await wait_until(pilot, lambda: app.turn is None, what="the first answer")
@@ -105,15 +105,15 @@ async def test_opening_another_patient_never_takes_a_running_question_off_the_sc
         model.first_piece.clear()
         await ask(pilot, "What is hypertension?")
         await wait_until(pilot, lambda: model.first_piece.is_set(), what="the answer being written")
-        assert app.history and app.context_patients == {"abc-123"}, (texts(app), app.history, app.context_patients)
-        app._set_patient("pat-002", "Maria Garcia")  # as the search dialog's choice does
+        assert app.conversation.history and app.conversation.about == {"abc-123"}, (texts(app), app.conversation.history, app.conversation.about)
+        app.open_patient("pat-002", "Maria Garcia")  # as the search dialog's choice does
         await pilot.pause()
-        assert app.patient_id == "abc-123" and "What is hypertension?" in texts(app)
+        assert app.conversation.patient_id == "abc-123" and "What is hypertension?" in texts(app)
         assert any("Maria Garcia was not opened: an answer is still being written" in text for _, text in app.notices)
         model.release.set()
         await wait_until(pilot, lambda: app.turn is None, what="the second answer")
         await settle(pilot)
         assert texts(app)[-1].startswith("Hypertension is raised pressure")
-        app._set_patient("pat-002", "Maria Garcia")  # now it opens, in a new conversation
+        app.open_patient("pat-002", "Maria Garcia")  # now it opens, in a new conversation
         await settle(pilot)
-        assert app.patient_id == "pat-002" and texts(app) == []
+        assert app.conversation.patient_id == "pat-002" and texts(app) == []

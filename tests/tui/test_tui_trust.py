@@ -41,7 +41,7 @@ async def test_an_answer_from_the_chart_carries_the_reminder_and_a_general_one_d
     app, _, _ = make_app(tmp_path, script, {"get_patient_chart": [{"result": chart()}] * 3})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         await ask(pilot, "Review the chart")
         await settle(pilot)
@@ -61,7 +61,7 @@ async def test_a_session_exports_as_a_private_markdown_file(tmp_path):
         await ready(pilot)
         await pilot.press("ctrl+s")
         assert "Nothing to export" in app.notices[-1][1]
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         await ask(pilot, "Review the chart")
         await settle(pilot)

@@ -57,7 +57,7 @@ async def test_the_model_words_never_show_before_the_checks_and_progress_moves(t
     app, _, _ = make_app(tmp_path, tools={"get_patient_chart": [{"result": chart()}] * 3}, model=model)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         await ask(pilot, "What is hypertension?")
         await wait_until(pilot, model.first_piece.is_set, what="the model to start writing")
@@ -95,7 +95,7 @@ async def test_stopping_after_an_approved_write_says_what_was_written(tmp_path):
     toolbox.call = call
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app._set_patient("abc-123", "John Smith")
+        app.open_patient("abc-123", "John Smith")
         await settle(pilot)
         await ask(pilot, "Document a penicillin allergy with hives for abc-123")
         await wait_until(pilot, lambda: app.screen.__class__.__name__ == "ApprovalScreen", what="the dialog")
@@ -128,9 +128,9 @@ async def test_pull_up_a_shared_name_then_pick_in_words(tmp_path):
         listing = texts(app)[-1]
         assert "  3. James Wilson, born 1960-06-01, ID pat-012" in listing
         await ask(pilot, "the one born 1960")
-        await wait_until(pilot, lambda: app.patient_id == "pat-012", what="the pick")
+        await wait_until(pilot, lambda: app.conversation.patient_id == "pat-012", what="the pick")
         await ask(pilot, "James Wilson born 1950")
-        await wait_until(pilot, lambda: app.patient_id == "pat-011", what="the name with a birth year")
+        await wait_until(pilot, lambda: app.conversation.patient_id == "pat-011", what="the name with a birth year")
         await settle(pilot)
         assert model.history == []  # code chose every time: no model call
         assert [a for t, a in toolbox.calls if t == "search_patient"] == [{"name": "james wilson"},
@@ -151,4 +151,4 @@ async def test_a_typo_in_the_search_dialog_offers_the_closest_names(tmp_path):
         status = str(app.screen.query_one("#patient-search-status").render())
         assert "No exact match for 'emily jonson'; did you mean" in status and "did not work" not in status
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.patient_id == "pat-006", what="the offered patient to open")
+        await wait_until(pilot, lambda: app.conversation.patient_id == "pat-006", what="the offered patient to open")

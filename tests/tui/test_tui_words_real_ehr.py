@@ -38,7 +38,7 @@ async def test_pull_up_james_wilson_then_the_one_born_in_a_year(home):
         await wait_until(pilot, lambda: any("3 patients match 'james wilson'" in t for t in texts(app)), what="the list")
         assert all(m["patient_id"] in texts(app)[-1] for m in wilsons)
         await ask(pilot, f"the one born {chosen['birth_date'][:4]}")
-        await wait_until(pilot, lambda: app.patient_id == chosen["patient_id"], what="the pick")
+        await wait_until(pilot, lambda: app.conversation.patient_id == chosen["patient_id"], what="the pick")
         await settle(pilot)
         assert model.history == []
 
@@ -53,4 +53,4 @@ async def test_a_typo_in_the_search_dialog_offers_emily_johnson(home):
         await wait_until(pilot, lambda: app.screen.matches, what="the offer")
         assert app.screen.matches[0]["name"] == "Emily Johnson"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.patient_id == "pat-006", what="Emily Johnson to open")
+        await wait_until(pilot, lambda: app.conversation.patient_id == "pat-006", what="Emily Johnson to open")

@@ -1,5 +1,6 @@
-"""The one rule for when a new conversation starts, shared by the clinic terminal and the line
-session so both split conversations at the same patient switches.
+"""The one rule for when a new conversation starts, written once and applied only by the
+conversation core (``core``), so the terminal and the line session split conversations at the
+same patient switches.
 
 Invariants:
 - A conversation is about every patient its saved exchanges touched: the patient open (or

@@ -1,0 +1,10 @@
+"""The conversation core both front ends use: the clinic terminal (``tui``) and the line session
+(``appliance.line_session``) are views over one ``Conversation`` (``core``) that holds the
+current patient (``current``), applies the one rule for a new conversation (``rule``), keeps the
+history, and saves and resumes exchanges in the one sessions store."""
+
+from appliance.conversation.core import Conversation, Opened
+from appliance.conversation.current import CurrentPatient, turn_patient
+from appliance.conversation.rule import starts_new_conversation, turn_patients
+
+__all__ = ["Conversation", "CurrentPatient", "Opened", "starts_new_conversation", "turn_patient", "turn_patients"]
