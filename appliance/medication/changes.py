@@ -11,8 +11,12 @@ Invariants:
   parser reads there: "from 10 to 20 mg" is the new dose 20 mg, never the range 10-20.
 - A relative change ("increase by 500 mg", "double the dose") gives no new dose (code cannot
   tell the result without the chart): ``relative`` is set and the dose left None.
-- "switch to <drug>" and "change to <drug>" name a new drug: not a change of the order
-  (``switch_to`` is set; the caller treats it as a new prescription).
+- "switch to <drug>" and "change to <drug>" name a new drug (``switch_to`` is set). With the
+  order's own drug named first ("switch lisinopril to losartan 50 mg daily", "change from
+  lisinopril to losartan"), the change is a switch of that order: ``order`` is the old drug
+  (its words before the new drug's) and ``new_order`` the new drug with its dose and frequency,
+  read from the new drug's name on. With no old drug named there is no order to switch
+  (``new_order`` None; the caller treats it as a new prescription).
 - The reason of a stop or hold is the clinician's words after "due to", "because (of)",
   "secondary to", "d/t", "for" (not a duration or a patient), or ":"/" - ".
 - No model, no network, no logging: the text is patient data.
@@ -58,6 +62,7 @@ class OrderChange:
     reason: str | None  # as written
     relative: bool  # "increase by 500 mg": no new dose code can read
     switch_to: bool  # "switch to amoxicillin": a new drug, not a change of this order
+    new_order: Order | None = None  # "switch lisinopril to losartan 50 mg daily": the new drug's order
 
     @property
     def drug_text(self) -> str | None:
@@ -88,23 +93,35 @@ def read_change(clause: str, drugs) -> OrderChange | None:
     rest = text[verb.end():]
     switch_to = action == "change" and (bool(re.match(r"\s*(?:over\s+)?to\b", rest, re.IGNORECASE))
                                         or len({m.generic for m in drugs.mentions(rest)}) > 1)
-    masked = _FROM_TO.sub(lambda m: " " * len(m.group(0)), rest)
-    order = parse_order(masked, drugs)
-    if order.drug_text is None:
-        return None
-    order = _unmasked(order, rest)
+    new_order = None
+    mentions = drugs.mentions(rest) if switch_to else []
+    if len({m.generic for m in mentions}) > 1:  # the old drug, then the one it is switched to
+        first = mentions[0].generic
+        at = next(m.start for m in mentions if m.generic != first)
+        order, new_order = parse_order(rest[:at], drugs), parse_order(rest[at:], drugs)
+        if order.drug_text is None or new_order.drug_text is None:
+            return None
+        order = replace(order, text=rest)
+    else:
+        masked = _FROM_TO.sub(lambda m: " " * len(m.group(0)), rest)
+        order = parse_order(masked, drugs)
+        if order.drug_text is None:
+            return None
+        order = _unmasked(order, rest)
     relative = action == "change" and bool(_RELATIVE.search(text))
     if relative:
         order = _without_dose(order)
     reason = None
     if action in ("stop", "hold", "change"):
         after = _ID.sub(lambda m: " " * len(m.group(0)), rest)
-        found = _REASON.search(after, rest.find(order.drug_text) + len(order.drug_text))
+        named = new_order or order  # the reason follows the last drug named
+        start = rest.find(named.drug_text, rest.find(order.drug_text) + len(order.drug_text) if new_order else 0)
+        found = _REASON.search(after, start + len(named.drug_text))
         if found:
             reason = rest[found.start("reason"):found.end("reason")].strip(" ,") or None
-            if reason and order.frequency_text and reason.startswith(order.frequency_text):
+            if reason and named.frequency_text and reason.startswith(named.frequency_text):
                 reason = None
-    return OrderChange(action, verb.group("verb"), order, reason, relative, switch_to)
+    return OrderChange(action, verb.group("verb"), order, reason, relative, switch_to, new_order)
 
 
 def _unmasked(order: Order, rest: str) -> Order:

@@ -1,0 +1,46 @@
+"""Reading a switch from the clinician's words (``medication.changes.read_change``): the order's
+own drug first, then the drug it is switched to with that drug's dose and frequency; the old
+drug's words never give the new drug a dose, and a switch with no old drug is no switch of an
+order."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.medication.changes import read_change
+from appliance.medication.names import DrugRecogniser
+
+
+@pytest.fixture(scope="module")
+def drugs() -> DrugRecogniser:
+    return DrugRecogniser()
+
+
+@pytest.mark.parametrize("text, old, new, dosage, frequency, reason", [
+    ("switch lisinopril to losartan 50 mg daily", "lisinopril", "losartan", "50 mg", "daily", None),
+    ("change lisinopril to losartan 50 mg once daily", "lisinopril", "losartan", "50 mg", "once daily", None),
+    ("switch from lisinopril to losartan 50 mg daily", "lisinopril", "losartan", "50 mg", "daily", None),
+    ("switch her lisinopril to losartan 25 mg qd due to cough", "lisinopril", "losartan", "25 mg", "qd", "cough"),
+    ("switch lisinopril 10 mg to losartan 50 daily: cough", "lisinopril", "losartan", "50", "daily", "cough"),
+    ("switch warfarin to apixaban 5 mg bid", "warfarin", "apixaban", "5 mg", "bid", None),
+    ("please switch augmentin to doxycycline 100 mg bid x 7 days", "amoxicillin-clavulanate", "doxycycline",
+     "100 mg", "bid", None),
+    ("switch lisinopril to losartan", "lisinopril", "losartan", None, None, None),
+])
+def test_a_switch_names_the_old_order_and_the_new_drugs_order(drugs, text, old, new, dosage, frequency, reason):
+    change = read_change(text, drugs)
+    assert change.action == "change" and change.switch_to and change.new_order is not None
+    assert change.generic == old and change.order.dosage_text is None  # "10 mg" of the old is not read as new
+    assert (change.new_order.generic, change.new_order.dosage_text, change.new_order.frequency_text) == \
+        (new, dosage, frequency)
+    assert change.reason == reason
+
+
+@pytest.mark.parametrize("text, generic, dosage", [
+    ("switch to losartan 50 mg daily", "losartan", "50 mg"),  # no old drug: a new prescription
+    ("switch amlodipine to 10 mg daily", "amlodipine", "10 mg"),  # one drug: its own new dose
+    ("switch metformin to metformin er 500 mg daily", "metformin", "500 mg"),  # the same generic
+])
+def test_no_second_drug_is_no_switch_of_an_order(drugs, text, generic, dosage):
+    change = read_change(text, drugs)
+    assert change.new_order is None and change.generic == generic and change.order.dosage_text == dosage
