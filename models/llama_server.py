@@ -77,6 +77,7 @@ class ServerSettings:
     key_file: Path | None = None  # one API key per line; None: no key asked (loopback only)
     tls: tuple[Path, Path] | None = None  # (certificate, key)
     mmproj: Path | None = None  # the profile's vision projector, checked (models.projector); None: no images
+    nice: int | None = None  # run at this niceness (``nice -n``); None: the caller's
 
 
 def command(binary: Path, s: ServerSettings) -> list[str]:
@@ -96,6 +97,8 @@ def command(binary: Path, s: ServerSettings) -> list[str]:
         argv += ["--ssl-cert-file", str(s.tls[0]), "--ssl-key-file", str(s.tls[1])]
     if s.mmproj is not None:
         argv += ["--mmproj", str(s.mmproj)]
+    if s.nice is not None:
+        argv = ["nice", "-n", str(s.nice), *argv]  # every thread llama-server starts inherits it
     return argv
 
 

@@ -183,11 +183,11 @@ def test_serve_passes_the_profiles_projector_only_when_it_is_in_place(tmp_path, 
     monkeypatch.setattr(verify, "verify_model_file", lambda *a, **k: None)
     monkeypatch.setattr(gguf_info, "check_identity", lambda *a, **k: None)
     absent = serve.model_server_command("127.0.0.1", 18770, None, 1)
-    assert "--mmproj" not in absent.llama_argv and absent.images.startswith("images: off (")
+    assert "--mmproj" not in absent.llama_argv and absent.summary.startswith("images: off (")
     write_tiny_projector(tmp_path / "mmproj.gguf")
     present = serve.model_server_command("127.0.0.1", 18770, None, 1)
     assert present.llama_argv[present.llama_argv.index("--mmproj") + 1] == str(tmp_path / "mmproj.gguf")
-    assert present.images == "images: on (mmproj.gguf)"
+    assert present.summary.startswith("images: on (mmproj.gguf); priority: ")
     for made in (absent, present):
         made.folder.rmdir()  # the private socket folder, made empty
 

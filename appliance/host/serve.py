@@ -70,7 +70,7 @@ class ModelServer:
     gate_argv: list[str]
     env: dict[str, str]  # the run's upstream key, for both
     folder: Path  # the private folder of llama-server's socket (removed when the host stops)
-    images: str  # one line for the operator: whether the model answers images, and why not
+    summary: str  # one line for the operator: whether the model answers images (and why not), its priority
 
 
 def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, slots: int) -> ModelServer:
@@ -78,7 +78,12 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
     ``ApplianceError`` when it cannot be started."""
     from appliance.config import Settings
     from appliance.host.model_gate import UPSTREAM_KEY_ENV
-    from appliance.llm.threads import host_threads, usable_cores
+    from appliance.llm.threads import (
+        HOST_NICE,
+        host_threads,
+        may_raise_priority,
+        usable_cores,
+    )
     from appliance.runtime import model_files
     from models import llama_server
     from models.gguf_info import ModelIdentityError, check_identity
@@ -101,18 +106,23 @@ def model_server_command(bind: str, port: int, tls: tuple[Path, Path] | None, sl
     problem = projector_problem(files.profile, files.folder)
     mmproj = files.profile.mmproj_path(files.folder) if problem is None else None
     images = f"images: on ({mmproj.name})" if mmproj else f"images: off ({problem})"
-    threads = host_threads(usable_cores(), settings.n_threads)  # fixed for the server's life
+    raised = may_raise_priority()
+    threads = host_threads(usable_cores(), settings.n_threads, raised)  # fixed for the server's life
+    priority = (f"priority: raised (nice {HOST_NICE}), {threads.decode} decode threads" if raised else
+                f"priority: normal (no permission to raise it), {threads.decode} decode threads")
     folder = Path(tempfile.mkdtemp(prefix="appliance-model-"))  # 0700; short, for the socket path limit
     socket_path = folder / "llama.sock"
     llama_argv = llama_server.command(binary, llama_server.ServerSettings(
         model=files.path, alias=files.profile.name, host=str(socket_path), port=port, n_ctx=files.profile.n_ctx,
-        slots=slots, threads=threads.decode, threads_batch=threads.batch, mmproj=mmproj))
+        slots=slots, threads=threads.decode, threads_batch=threads.batch, mmproj=mmproj,
+        nice=HOST_NICE if raised else None))
     key = secrets.token_urlsafe(32)
     gate_argv = [sys.executable, "-m", "appliance.host.model_gate", "--bind", bind, "--port", str(port),
                  "--socket", str(socket_path)]
     if tls:
         gate_argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
-    return ModelServer(llama_argv, gate_argv, {llama_server.API_KEY_ENV: key, UPSTREAM_KEY_ENV: key}, folder, images)
+    return ModelServer(llama_argv, gate_argv, {llama_server.API_KEY_ENV: key, UPSTREAM_KEY_ENV: key}, folder,
+                       f"{images}; {priority}")
 
 
 def _fit(entry: dict) -> dict:
@@ -225,7 +235,7 @@ def _run(bind: str, port: int, tls: tuple[Path, Path] | None, model_server: Mode
     print(f"serving {what} on {bind}, ports {port}-{last}; on each terminal: "
           f"appliance --host {scheme}://{bind}:{port}  (Ctrl+C stops them)", flush=True)
     if model_server is not None:
-        print(f"the model server: {model_server.images}", flush=True)
+        print(f"the model server: {model_server.summary}", flush=True)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:
