@@ -34,15 +34,19 @@ class Box(ScriptedToolBox):
 
 
 def run_session(monkeypatch, tmp_path, lines: list[str], script: dict | None = None,
-                tools: dict | None = None, *, interrupt_after: str | None = None) -> tuple[str, Box, ScriptedModel]:
-    """Run ``appliance session`` on ``lines``; (standard output, the tool box, the model)."""
+                tools: dict | None = None, *, interrupt_after: str | None = None,
+                box=None) -> tuple[str, Box, ScriptedModel]:
+    """Run ``appliance session`` on ``lines``; (standard output, the tool box, the model).
+    ``box``: a tool box of the caller's (e.g. the real servers in process) instead of scripted
+    ``tools``."""
     from appliance import runtime
     from appliance.line_session import loop
 
     monkeypatch.setenv("APPLIANCE_HOME", str(tmp_path / "home"))
     model = ScriptedModel(script or {})
-    box = Box(tools or {}, fallback=None, drug_names=DRUGS)
-    box.interrupt_after = interrupt_after
+    if box is None:
+        box = Box(tools or {}, fallback=None, drug_names=DRUGS)
+        box.interrupt_after = interrupt_after
     settings = Settings()
     monkeypatch.setattr(runtime, "build_agent",
                         lambda settings, script=None, approver=None, clinician=None:

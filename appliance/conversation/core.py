@@ -3,11 +3,12 @@ conversation starts, the history, what each exchange saves and how a saved one i
 clinic terminal and the line session render it and read keys or lines; they decide nothing here.
 
 Invariants:
-- Opening a patient (``open_patient``) is the only place the rule for a new conversation
-  (``rule.starts_new_conversation``) is applied; a patient a turn settled on (``follow_turn``)
-  or a resumed session's patient becomes current without it (the conversation is already about
-  them). A new conversation leaves the previous one saved; one patient's facts are never
-  another's context.
+- The rule for a new conversation (``rule.starts_new_conversation``) is applied here only: when
+  the clinician opens a patient (``open_patient``, every time, even the current one), and before
+  the next question when a turn made another patient current (``follow_turn``, then
+  ``before_question``: the answer that named them stays in the conversation that asked). A
+  resumed session's patient is current without it. A new conversation leaves the previous one
+  saved; one patient's facts are never another's context.
 - ``history`` holds only complete exchanges, so a stopped or failed answer is never context for
   a later question; ``about`` holds every patient the conversation's exchanges touched.
 - Every exchange is saved in the one sessions store (``appliance.accounts.sessions``) with the
@@ -61,6 +62,7 @@ class Conversation:
         self.session: Session | None = None
         self.history: list[tuple[str, str]] = []
         self.about: set[str] = set()  # every patient this conversation's exchanges touched
+        self._settled: str | None = None  # the patient the conversation last went on with
 
     @classmethod
     def in_store(cls, model: str | None, path: Path | None = None,
@@ -91,19 +93,30 @@ class Conversation:
         if new:
             self.start_new()
         announced = self.current.switch(patient_id)
+        self._settled = patient_id
         if announced is not None:
             self._record_patient()
         return Opened(announced, new)
 
     def follow_turn(self, state) -> str | None:
         """After a turn: learn names from its results and make the patient it settled on current
-        (``current.turn_patient``), without the rule; the change in words, or None."""
+        (``current.turn_patient``); the rule waits for the next question (``before_question``).
+        The change in words, or None."""
         self.current.learn_names(state)
         chosen = turn_patient(state)
         announced = None if chosen is KEEP else self.current.switch(chosen)
         if announced is not None:
             self._record_patient()
         return announced
+
+    def before_question(self) -> bool:
+        """Before a question goes to the agent: True when a turn made another patient current since
+        the conversation last went on and the rule starts a new conversation for them."""
+        followed, self._settled = self.patient_id != self._settled, self.patient_id
+        new = followed and self.starts_new(self.patient_id)
+        if new:
+            self.start_new()
+        return new
 
     def start_new(self) -> None:
         """Set this conversation aside (it stays saved): the next exchange starts a new session."""
@@ -125,6 +138,7 @@ class Conversation:
         self.history = [(m.role, m.text) for m in messages if m.status == "complete"]
         self.about = set(session.patient_ids)
         self.current.switch(session.patient_id)
+        self._settled = session.patient_id
         return session, messages
 
     def answered(self, question: str, patient_id: str | None, result) -> str:

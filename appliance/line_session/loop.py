@@ -8,8 +8,8 @@ Invariants:
   one the terminal uses: it holds the current patient, the history, what is saved and when a new
   conversation starts. The current patient is set by ``/patient ID``, ``/find`` or a choice in
   words (opened: the core's rule decides whether a new conversation starts), or after a turn by
-  the patient the turn settled on (``Conversation.follow_turn``: no new conversation);
-  ``/patient`` closes it. It is shown in the prompt and passed with every question, so reads use
+  the patient the turn settled on (``Conversation.follow_turn``; the rule is applied before the
+  next question); ``/patient`` closes it. It is shown in the prompt and passed with every question, so reads use
   it and a write can only reach it through the approval; every change is announced.
 - When clinician accounts exist the session starts with sign-in (name, then password; the
   account's lock-out applies) and nothing is loaded before it succeeds; the clinician is the
@@ -37,6 +37,7 @@ from appliance.config import Settings
 from appliance.conversation import Conversation, CurrentPatient
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.line_session.patients import (
+    NEW_CONVERSATION,
     find_patient,
     open_choice,
     searcher,
@@ -184,6 +185,8 @@ def interactive_session(settings: Settings, patient_id: str | None = None, scrip
                 if not choice.question:
                     print()
                     continue
+            if conversation.before_question():  # a turn made another patient current
+                print(NEW_CONVERSATION.format(conversation.current.label()) + "\n")
             asked_for = conversation.patient_id
             seen: list = []  # the turn's trace as it happens: a stopped turn still knows what it wrote
             progress.start("Reading the request")

@@ -9,6 +9,8 @@ from appliance.patient_choice import Outcome, search_and_pick
 from common.patient_ids import is_patient_id
 
 LOOKUP_SECONDS = 20.0
+NEW_CONVERSATION = ("A new conversation starts for {}; the previous one is saved "
+                    "(`appliance session --session ID` or the terminal's Ctrl+R reopen it).")
 
 
 def find_patient(name: str, conversation: Conversation, tools) -> None:
@@ -63,8 +65,7 @@ def set_patient(conversation: Conversation, patient_id: str | None, tools=None, 
     for text in confirm or []:
         print(f"  {text}")
     if opened is not None and opened.new_conversation:
-        print(f"A new conversation starts for {current.label()}; the previous one is saved "
-              "(`appliance session --session ID` or the terminal's Ctrl+R reopen it).")
+        print(NEW_CONVERSATION.format(current.label()))
 
 
 def identity_lines(chart: dict) -> list[str]:

@@ -1,13 +1,16 @@
-"""One rule for when a new conversation starts (``appliance.conversation``): as a table, then the
-same sequence of patient switches through the clinic terminal (Pilot) and the line session (in
-process), whose saved conversations must come out the same."""
+"""One rule for when a new conversation starts (``appliance.conversation``): as a table, then as the
+conversation core applies it to sequences of opens, questions and turns that read another
+patient, then the same sequence of patient switches through the clinic terminal (Pilot) and the
+line session (in process), whose saved conversations must come out the same. A longer script
+over the real record is tests/tui/test_one_script_both_ends.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from appliance.accounts.sessions import SessionStore
-from appliance.conversation import starts_new_conversation, turn_patients
+from appliance.agent.state import AgentState, ToolResult
+from appliance.conversation import Conversation, starts_new_conversation, turn_patients
 from tests.line_session_driver import run_session
 from tests.tui.helpers import (
     IC,
@@ -41,6 +44,82 @@ def test_a_turn_is_about_its_patient_and_every_patient_its_calls_named():
     trace = [{"node": "TOOL_EXECUTE", "args": {"patient_id": "pat-002"}}, {"node": "SYNTHESIZE"}]
     assert turn_patients("abc-123", trace) == {"abc-123", "pat-002"}
     assert turn_patients(None, []) == set()
+
+
+class Answered:
+    """What the core reads of an agent turn's result (``TurnResult``): its answer, its trace and
+    the state its patient is read from."""
+
+    def __init__(self, text: str, read: str | None = None):
+        self.response, self.kind, self.safety = text, "answer", []
+        calls = [ToolResult("get_patient_chart", "Patient Chart", {"patient_id": read}, {}, "ok")] if read else []
+        self.state = AgentState(user_query=text, tool_results=tuple(calls))
+        self.trace = [{"node": "TOOL_EXECUTE", "tool": "get_patient_chart", "args": {"patient_id": read}}] \
+            if read else []  # as saved (TraceEvent.to_dict)
+
+
+def run_steps(conversation: Conversation, steps: list[tuple]) -> None:
+    """("open", ID or None): the clinician opens; ("ask", ID read or None): a question answered,
+    reading that patient's chart; ("follow",): the line session's current patient follows the
+    last turn; a question first applies the rule to a patient a turn made current."""
+    last = None
+    for step, *arg in steps:
+        if step == "open":
+            conversation.open_patient(arg[0])
+        elif step == "follow":
+            conversation.follow_turn(last.state)
+        else:
+            conversation.before_question()
+            last = Answered(f"Answer {len(conversation.history)}.", arg[0] if arg else None)
+            conversation.answered("A question?", conversation.patient_id, last)
+
+
+SEQUENCES = [
+    ("a switch after a question", [("open", "abc-123"), ("ask",), ("open", "pat-002"), ("ask",)],
+     [("abc-123",), ("pat-002",)]),
+    ("a switch before any question", [("open", "abc-123"), ("open", "pat-002"), ("ask",)], [("pat-002",)]),
+    ("closing the patient keeps the conversation", [("open", "abc-123"), ("ask",), ("open", None), ("ask",)],
+     [("abc-123",)]),
+    ("a turn reading another patient keeps the conversation (the terminal: no follow)",
+     [("open", "abc-123"), ("ask", "pat-002"), ("ask",)], [("abc-123", "pat-002")]),
+    ("a followed patient splits at the next question (the line session)",
+     [("open", "abc-123"), ("ask", "pat-002"), ("follow",), ("ask",)], [("abc-123", "pat-002"), ("pat-002",)]),
+    ("reopening the open patient of a conversation about two",
+     [("open", "abc-123"), ("ask", "pat-002"), ("open", "abc-123"), ("ask",)],
+     [("abc-123", "pat-002"), ("abc-123",)]),
+]
+
+
+@pytest.mark.parametrize("case,steps,expected", SEQUENCES, ids=[s[0] for s in SEQUENCES])
+def test_the_core_applies_the_rule(tmp_path, case, steps, expected):
+    store = SessionStore(tmp_path / "sessions.sqlite")
+    run_steps(Conversation("test", store), steps)
+    assert conversations(store) == expected
+
+
+def test_a_resumed_conversation_goes_on_with_its_complete_exchanges_and_patients(tmp_path):
+    store = SessionStore(tmp_path / "sessions.sqlite")
+    first = Conversation("test", store)
+    run_steps(first, [("open", "abc-123"), ("ask", "pat-002")])
+    first.stopped("Stopped?", "abc-123", [])
+    first.failed("Failed?", "abc-123", [], "the model stopped")
+    again = Conversation("test", store)
+    session, messages = again.resume("latest")
+    assert session.id == first.session.id and len(messages) == 6
+    assert again.history == first.history == [("user", "A question?"), ("assistant", "Answer 0.")]
+    assert (again.patient_id, again.about) == ("abc-123", {"abc-123", "pat-002"})
+    assert [m.text for m in messages if m.status != "complete" and m.role == "assistant"] == [
+        "(cancelled by the clinician; nothing was written to the record)", "(not answered: the model stopped)"]
+    assert again.open_patient("abc-123").new_conversation  # about two: opening one of them starts anew
+
+
+def test_a_store_that_cannot_open_is_said_once_and_the_conversation_goes_on(tmp_path):
+    said: list[str] = []
+    (tmp_path / "sessions.sqlite").mkdir()  # a folder where the database should be
+    conversation = Conversation.in_store("test", tmp_path / "sessions.sqlite", report=said.append)
+    run_steps(conversation, [("open", "abc-123"), ("ask",), ("ask",)])
+    assert conversation.store is None and len(said) == 1 and said[0].startswith("Sessions will not be saved")
+    assert len(conversation.history) == 4
 
 
 # (open this patient, then ask a question) in order; John Smith -> Aisha Patel among them
