@@ -6,6 +6,11 @@ Invariants:
   frequency (the order's own where the change keeps them), against the chart without the order
   being changed (it is no duplicate of its own change). A resume or renewal is checked with the
   order's values. Stop and hold check nothing (None: no report), and are still approved.
+- A switch (``new_medication_name``) is checked as the new drug with its own dose and
+  frequency, against the chart without the order it stops. A change that gives no new dose or
+  frequency ("increase metformin by 500 mg": code never computes a dose) is the question "to
+  what dose?" with the order as charted, before anyone is asked to approve; so is a switch
+  without the new drug's dose and frequency.
 - The order changed is found on the chart as the record finds it (``ehr_db.order_changes``:
   the drug's words in the order's name, active before held); none found leaves the args as
   given and the chart whole, so the report is never cleaner than the chart.
@@ -74,7 +79,22 @@ def order_problem(tool: str, clean: dict, tools, deadline: float) -> tuple[str, 
         listed = "; ".join(" ".join(str(r.get(k)) for k in ("medication_name", "dosage", "frequency") if r.get(k))
                            for r in found)
         return "ambiguous_drug_name", f"{len(found)} orders of {name} are on the chart ({listed}): which one?"
+    if tool == CHANGE:
+        return _dose_question(clean, found[0])
     return None
+
+
+def _dose_question(clean: dict, row: dict) -> tuple[str, str] | None:
+    """The question a change without the values it needs asks (see the module docstring)."""
+    name, new = clean.get("medication_name"), clean.get("new_medication_name")
+    if new and not (clean.get("dosage") and clean.get("frequency")):
+        return "invalid_args", (f"To switch {name} to {new}, say {new}'s dose and how often (for example "
+                                f"'switch {name} to {new} <dose> <how often>').")
+    if new or clean.get("dosage") or clean.get("frequency"):
+        return None
+    charted = " ".join(str(row.get(k)) for k in ("medication_name", "dosage", "frequency") if row.get(k))
+    return "invalid_args", (f"To what dose? The chart has {charted}; say the new dose and how often (for example "
+                            f"'change {name} to <dose> <how often>').")
 
 
 def replacing(tool: str, args: dict) -> Callable[[dict, dict], tuple[dict, dict]]:
@@ -83,12 +103,16 @@ def replacing(tool: str, args: dict) -> Callable[[dict, dict], tuple[dict, dict]
 
     def apply(chart: dict, given: dict) -> tuple[dict, dict]:
         row = chart_order(chart, given.get("medication_name") or "", statuses)
+        switch_to = given.get("new_medication_name")
         if row is None:
-            return chart, given
+            return chart, ({**given, "medication_name": switch_to} if switch_to else given)
         kept = [m for m in chart.get("medications") or [] if m is not row]
         made = {"patient_id": given.get("patient_id"), "medication_name": row.get("medication_name"),
                 "dosage": given.get("dosage") or row.get("dosage"),
                 "frequency": given.get("frequency") or row.get("frequency")}
+        if switch_to:  # the new drug with its own values, never the old order's dose
+            made = {"patient_id": given.get("patient_id"), "medication_name": switch_to,
+                    "dosage": given.get("dosage"), "frequency": given.get("frequency")}
         return {**chart, "medications": kept}, made
     return apply
 

@@ -9,8 +9,10 @@ Invariants:
   politeness: ``LEAD``). ``read_change`` reads the clause from its verb; the drug is the first
   drug mention after the verb (``orders.parse_order``), and a change's new values are what the
   parser reads there: "from 10 to 20 mg" is the new dose 20 mg, never the range 10-20.
-- A relative change ("increase by 500 mg", "double the dose") gives no new dose (code cannot
-  tell the result without the chart): ``relative`` is set and the dose left None.
+- A relative change ("increase by 500 mg", "double the dose") gives no new values: ``relative``
+  is set and the dose and frequency left None, so the change is the question "to what dose?"
+  with the order as charted (``agent.order_gate``). Code never computes a dose the clinician
+  did not write: the value signed is the value typed (docs/design.md §12).
 - "switch to <drug>" and "change to <drug>" name a new drug (``switch_to`` is set). With the
   order's own drug named first ("switch lisinopril to losartan 50 mg daily", "change from
   lisinopril to losartan"), the change is a switch of that order: ``order`` is the old drug
@@ -130,7 +132,9 @@ def _unmasked(order: Order, rest: str) -> Order:
 
 
 def _without_dose(order: Order) -> Order:
-    return replace(order, dose=None, strength=None)
+    """A relative change's order: no dose and no frequency ("by 500 mg bid" is asked in full)."""
+    return replace(order, dose=None, strength=None, frequency_text=None, per_day=None, as_needed=False,
+                   max_per_day=None)
 
 
 __all__ = ["CHANGE_VERBS", "OrderChange", "change_verb", "read_change"]

@@ -7,7 +7,8 @@ Invariants:
   check or approval is used; the write then names that order by id, so what was checked is what
   is changed.
 - A change that makes an order active (a new dose or frequency, resume, renew) is checked by the
-  host's gate as a prescription of the order's drug with its new values; the chart it is
+  host's gate as a prescription of the order's drug with its new values (a switch: of the new
+  drug with its own dose and frequency); the chart it is
   checked against leaves out the order being changed (``chart_without``). Stop and hold check
   nothing (they take a drug away), but need an approval like every write.
 - Failure texts carry no patient data beyond what the caller sent (the drug it named).
@@ -28,8 +29,13 @@ def order_for(repo, patient_id: str, medication_name: str, action: str) -> dict[
     return order_changes.order_for(repo, patient_id, medication_name, action)
 
 
-def as_prescription(old: dict[str, Any], patient_id: str, dosage: str | None, frequency: str | None) -> dict[str, str]:
-    """The prescription the host's gate checks: the order's drug with its new values."""
+def as_prescription(old: dict[str, Any], patient_id: str, dosage: str | None, frequency: str | None,
+                    new_medication_name: str | None = None) -> dict[str, str]:
+    """The prescription the host's gate checks: the order's drug with its new values; for a
+    switch the new drug with its own values (never the old order's dose)."""
+    if new_medication_name:
+        return {"patient_id": patient_id.strip(), "medication_name": new_medication_name.strip(),
+                "dosage": (dosage or "").strip(), "frequency": (frequency or "").strip()}
     return {"patient_id": patient_id.strip(), "medication_name": old["medication_name"],
             "dosage": (dosage or old.get("dosage") or "").strip(),
             "frequency": (frequency or old.get("frequency") or "").strip()}
@@ -45,12 +51,13 @@ def chart_without(chart: dict[str, Any], order_id: str | None) -> dict[str, Any]
 def change(repo, tool: str, patient_id: str, medication_name: str, action: str, author: str, *,
            dosage: str | None = None, frequency: str | None = None, reason: str | None = None,
            order_id: str | None = None, sig=None, idempotency_key: str | None = None,
-           approval: dict | None = None) -> dict[str, Any]:
-    """Write the change (``order_changes.change_order``); the tool's answer."""
+           approval: dict | None = None, new_medication_name: str | None = None) -> dict[str, Any]:
+    """Write the change (``order_changes.change_order``; a switch with ``new_medication_name``);
+    the tool's answer."""
     written = order_changes.change_order(
         repo, tool, patient_id, medication_name, action, author=author, dosage=dosage, frequency=frequency,
         reason=reason, order_id=order_id, sig=sig.model_dump() if sig is not None else None,
-        idempotency_key=idempotency_key, approval=approval)
+        idempotency_key=idempotency_key, approval=approval, new_medication_name=new_medication_name)
     return {**written, "patient_id": patient_id.strip(), "action": action, "reason": reason, "author": author}
 
 
