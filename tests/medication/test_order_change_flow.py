@@ -163,7 +163,7 @@ def test_an_increase_is_checked_as_the_new_dose_and_a_rejection_changes_nothing(
     assert _orders("abc-123", "metformin") == before  # nothing changed
 
 
-def test_an_as_needed_order_is_charted_as_needed_with_its_maximum(home):
+def test_an_as_needed_order_is_charted_and_exported_as_needed_with_its_maximum(home, tmp_path, capsys):
     clinician = Clinician()
     result = _turn("rx acetaminophen 500 mg q6h prn pain, max 3 g/day", "pat-006", "prescribe_medication", clinician)
     assert result.tool_calls[-1]["error_type"] is None
@@ -177,6 +177,15 @@ def test_an_as_needed_order_is_charted_as_needed_with_its_maximum(home):
     assert dosage["timing"]["repeat"] == {"frequency": 1, "period": 6.0, "periodUnit": "h"}
     chart = EhrRepository(locations.ehr_db_path()).get_patient_chart("pat-006")
     assert [m["frequency"] for m in chart["medications"] if m["id"] == row["id"]] == ["q6h prn pain, max 3 g/day"]
+    out = tmp_path / "export.json"
+    assert main(["ehr", "export", str(out), "--patient", "pat-006"]) == 0  # the signed FHIR bundle
+    capsys.readouterr()
+    (exported,) = [e["resource"] for e in json.loads(out.read_text(encoding="utf-8"))["entry"]
+                   if e["resource"].get("id") == row["id"]]
+    (sig,) = exported["dosageInstruction"]
+    assert exported["resourceType"] == "MedicationRequest" and sig["asNeededCodeableConcept"] == {"text": "pain"}
+    assert sig["maxDosePerPeriod"]["numerator"]["value"] == 3.0 and sig["maxDosePerPeriod"]["numerator"]["unit"] == "g"
+    assert sig["text"].startswith("500 mg q6h prn pain, max 3 g/day"), sig["text"]
 
 
 def test_the_gate_checks_an_as_needed_order_against_its_maximum(home):
