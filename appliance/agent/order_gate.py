@@ -127,7 +127,9 @@ def gate_write(tool: str, clean: dict, safety_gate) -> Any:
         return None
     if isinstance(safety_gate, ChartSafetyGate):
         return safety_gate(clean, replacing=replacing(tool, clean))
-    return safety_gate(clean)  # a gate that reads no chart: checked with the values given
+    switch_to = clean.get("new_medication_name") if tool == CHANGE else None
+    # a gate that reads no chart: checked with the values given (a switch: as the new drug)
+    return safety_gate({**clean, "medication_name": switch_to} if switch_to else clean)
 
 
 def with_sig(tool: str, clean: dict) -> dict:
