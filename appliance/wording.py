@@ -41,6 +41,9 @@ def action_words(tool: str, args: dict) -> str:
         text = "Prescribe " + words("medication_name", "dosage", "frequency")
         return text + (f" (notes: {args['notes']})" if args.get("notes") else "")
     why = f" (reason: {args['reason']})" if args.get("reason") else ""
+    if tool == "change_medication_order" and args.get("new_medication_name"):  # a switch: one write, both orders
+        return (f"Switch {words('medication_name')} to {words('new_medication_name', 'dosage', 'frequency')} "
+                f"(stops {words('medication_name')}){why}")
     if tool == "change_medication_order":
         return f"Change {words('medication_name')} to {words('dosage', 'frequency') or 'its current dose'}{why}"
     if tool == "update_medication_status":

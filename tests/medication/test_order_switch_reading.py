@@ -30,7 +30,7 @@ def drugs() -> DrugRecogniser:
 def test_a_switch_names_the_old_order_and_the_new_drugs_order(drugs, text, old, new, dosage, frequency, reason):
     change = read_change(text, drugs)
     assert change.action == "change" and change.switch_to and change.new_order is not None
-    assert change.generic == old and change.order.dosage_text is None  # "10 mg" of the old is not read as new
+    assert change.generic == old  # the old order's own words ("lisinopril 10 mg") stay the old order's
     assert (change.new_order.generic, change.new_order.dosage_text, change.new_order.frequency_text) == \
         (new, dosage, frequency)
     assert change.reason == reason
@@ -44,3 +44,14 @@ def test_a_switch_names_the_old_order_and_the_new_drugs_order(drugs, text, old, 
 def test_no_second_drug_is_no_switch_of_an_order(drugs, text, generic, dosage):
     change = read_change(text, drugs)
     assert change.new_order is None and change.generic == generic and change.order.dosage_text == dosage
+
+
+def test_the_approval_says_a_switch_stops_the_old_order():
+    from appliance.wording import action_words
+
+    args = {"patient_id": "abc-123", "medication_name": "lisinopril", "new_medication_name": "losartan",
+            "dosage": "50 mg", "frequency": "daily", "reason": "cough"}
+    assert action_words("change_medication_order", args) == \
+        "Switch lisinopril to losartan 50 mg daily (stops lisinopril) (reason: cough)"
+    plain = {**args, "new_medication_name": None, "reason": None}
+    assert action_words("change_medication_order", plain) == "Change lisinopril to 50 mg daily"
