@@ -15,16 +15,21 @@ Invariants:
   served without it.
 - ``ArgumentErrors`` (attached to every server) turns fastmcp's argument-validation failure
   into the contract's ``ToolError("<error_type>: ...")``, naming fields but never echoing values.
+- An agent tool's server function takes its record's argument model (``serves``): fastmcp reads
+  the input schema from a signature made of the model's fields (then the hidden parameters of a
+  write), so what the server checks is what the model fills, field for field.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated, Any, get_args
 
 from fastmcp.exceptions import ToolError, ValidationError
 from fastmcp.server.middleware import Middleware
@@ -32,10 +37,50 @@ from pydantic import ValidationError as PydanticValidationError
 
 from common.locations import PRIVATE_UMASK
 from mcp_servers.access import AccessError, http_policy, is_loopback
-from mcp_servers.contracts import tool_error_message
+from mcp_servers.contracts import Tool, tool_error_message
 
 # Pydantic error types that mean "nothing was given" rather than "something wrong was given".
-_MISSING = frozenset({"missing", "missing_argument", "string_too_short"})
+_MISSING = frozenset({"missing", "missing_argument", "missing_keyword_only_argument", "string_too_short"})
+
+
+def signature(tool: Tool) -> inspect.Signature:
+    """The server function's signature for ``tool``: each field of its argument model, in order,
+    annotated with the field itself (type, bounds, description), required as in the model (or
+    defaulting to null when ``tool.nulls_optional`` and the field is nullable); then the hidden
+    parameters of a write, each defaulting to null."""
+    params = []
+    for name, field in tool.args.model_fields.items():
+        optional = tool.nulls_optional and type(None) in get_args(field.annotation)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=None if optional else inspect.Parameter.empty,
+                                        annotation=Annotated[field.annotation, field]))
+    for name, annotation in tool.hidden_params.items():
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+    return inspect.Signature(params, return_annotation=dict)
+
+
+def serves(mcp, tool: Tool) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
+    """Register the decorated function as ``tool`` on ``mcp``. The function takes the validated
+    argument model, then the write's hidden parameters by name: ``fn(args, **hidden)``. fastmcp
+    sees ``signature(tool)`` (so the input schema is the model's) and validates the call against
+    it; the function's own docstring is the tool's description for generic MCP clients."""
+    def register(fn: Callable[..., dict]) -> Callable[..., dict]:
+        hidden = tuple(tool.hidden_params)
+
+        def call(**given: Any) -> dict:
+            extra = {name: given.pop(name) for name in hidden if name in given}
+            return fn(tool.args.model_validate(given), **extra)
+
+        call.__name__ = call.__qualname__ = tool.name
+        call.__doc__ = fn.__doc__
+        call.__module__ = fn.__module__
+        call.__signature__ = signature(tool)  # type: ignore[attr-defined]
+        call.__annotations__ = {p.name: p.annotation for p in call.__signature__.parameters.values()}
+        call.__annotations__["return"] = dict
+        mcp.tool(name=tool.name, annotations=tool.annotations)(call)
+        return fn
+
+    return register
 
 
 class ArgumentErrors(Middleware):

@@ -1,4 +1,6 @@
-"""Every server exposes the agent's tools exactly as mcp_servers.contracts defines them."""
+"""Every server serves the agent's tools as their records (mcp_servers.contracts) define them:
+the input schema a server publishes is the record's argument model, field for field, plus the
+hidden parameters of a write."""
 
 from __future__ import annotations
 
@@ -9,60 +11,78 @@ import pytest
 from fastmcp import Client
 
 from mcp_servers.contracts import (
-    APPROVAL,
     ARG_SCHEMAS,
-    IDEMPOTENCY_KEY,
-    SIG,
-    SIG_TOOLS,
+    AUDIT_EVENT_TOOL,
+    FULL_DESCRIPTIONS,
     TOOL_SERVERS,
+    TOOLS,
     WRITE_TOOLS,
+    Tool,
+    ToolArgs,
+    tool_record,
 )
 
-SERVERS = sorted({s for s in TOOL_SERVERS.values() if s != "local"}) + ["umls"]
+SERVED = [name for name, tool in TOOLS.items() if tool.server != "local"]
+# Tools a server offers that are not the model's: the approval code's audit event, and the
+# vocabularies of the agent's drug dictionary.
+NOT_THE_MODELS = {"ehr": {AUDIT_EVENT_TOOL}, "knowledge": {"drug_vocabulary"}}
 
 
-def _normalise(prop: dict) -> dict:
-    """The parts of a property schema the agent relies on."""
-    keep = {k: prop[k] for k in ("type", "enum", "minLength", "maxLength", "minItems", "maxItems") if k in prop}
-    if "anyOf" in prop:
-        keep["anyOf"] = [_normalise(p) for p in prop["anyOf"]]
-    if "items" in prop:
-        keep["items"] = _normalise(prop["items"])
-    return keep
+def _tools(server: str) -> dict:
+    async def listing():
+        module = importlib.import_module(f"mcp_servers.{server}.server")
+        async with Client(module.mcp) as client:
+            return {t.name: t for t in await client.list_tools()}
+
+    return asyncio.run(listing())
 
 
-async def _tools(server: str) -> dict:
-    module = importlib.import_module(f"mcp_servers.{server}.server")
-    async with Client(module.mcp) as client:
-        return {t.name: t for t in await client.list_tools()}
+def _without_titles(schema):
+    if isinstance(schema, dict):
+        return {k: _without_titles(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_without_titles(v) for v in schema]
+    return schema
 
 
-@pytest.mark.parametrize("server", SERVERS)
-def test_server_tools_match_the_contracts(server):
-    tools = asyncio.run(_tools(server))
-    expected = [name for name, s in TOOL_SERVERS.items() if s == server]
-    assert set(expected) <= set(tools), f"{server} lacks {set(expected) - set(tools)}"
-    for name in expected:
-        schema = tools[name].input_schema
-        contract = ARG_SCHEMAS[name].model_json_schema()
-        # A write tool has two parameters more, set by code and never by the model.
-        extra = [IDEMPOTENCY_KEY, APPROVAL] if name in WRITE_TOOLS else []
-        extra += [SIG] if name in SIG_TOOLS else []  # and an order's sig, also set by code
-        assert list(schema["properties"]) == list(contract["properties"]) + extra, name
-        assert IDEMPOTENCY_KEY not in schema.get("required", []), name
-        assert APPROVAL not in schema.get("required", []), name
-        # The agent's schema requires every field; a server may let other clients omit a
-        # nullable one (it then defaults to null), never a field the agent needs a value for.
-        assert set(schema.get("required", [])) <= set(contract["required"]), name
-        for field in set(contract["required"]) - set(schema.get("required", [])):
-            assert _nullable(contract["properties"][field]), f"{name}.{field} is not nullable in the contract"
-            assert schema["properties"][field].get("default", "absent") is None, f"{name}.{field}"
-        for field, prop in contract["properties"].items():
-            assert _normalise(schema["properties"][field]) == _normalise(prop), f"{name}.{field}"
+@pytest.mark.parametrize("server", ["ehr", "knowledge"])
+def test_each_server_offers_its_records_tools(server):
+    records = {name for name, s in TOOL_SERVERS.items() if s == server}
+    assert set(_tools(server)) == records | NOT_THE_MODELS[server]
 
 
-def _nullable(prop: dict) -> bool:
-    return any(p.get("type") == "null" for p in prop.get("anyOf", []))
+@pytest.mark.parametrize("name", SERVED)
+def test_the_server_publishes_the_records_schema(name):
+    record = tool_record(name)
+    served = _tools(record.server)[name]
+    expected = _without_titles(record.args.model_json_schema())
+    expected.pop("description", None)  # the model's docstring is for the reader of the code
+    actual = _without_titles(served.input_schema)
+    for hidden in record.hidden_params:  # set by the agent's code after approval, never by the model
+        prop = actual["properties"].pop(hidden)
+        assert prop["anyOf"][-1] == {"type": "null"} and prop["default"] is None, hidden
+        assert hidden not in actual["required"], hidden
+    if record.nulls_optional:  # other clients may omit a nullable field; the agent's model requires it
+        for field, prop in actual["properties"].items():
+            if prop.pop("default", "absent") is None:
+                actual["required"].insert(list(expected["properties"]).index(field), field)
+    assert actual == expected
+    assert list(actual["properties"]) == list(expected["properties"])  # decision-critical fields first
+    hints = served.annotations
+    assert hints.title == record.label
+    assert hints.read_only_hint is (name not in WRITE_TOOLS)
+    assert hints.destructive_hint in (None, False) and hints.open_world_hint is False
+
+
+def test_the_server_refuses_what_the_model_refuses():
+    """One call the model's schema refuses (a field beyond the model) is refused by the server."""
+    async def call():
+        module = importlib.import_module("mcp_servers.knowledge.server")
+        async with Client(module.mcp) as client:
+            return await client.call_tool_mcp("check_drug_safety", {"drug_name": "warfarin", "dose": "5 mg"})
+
+    result = asyncio.run(call())
+    assert result.is_error and "invalid_args" in result.content[0].text
 
 
 def test_agent_schemas_keep_every_field_required():
@@ -72,7 +92,23 @@ def test_agent_schemas_keep_every_field_required():
         assert sorted(schema.get("required", [])) == sorted(schema["properties"]), name
 
 
+def test_the_tables_are_read_off_the_records():
+    assert list(ARG_SCHEMAS) == list(TOOLS)
+    assert FULL_DESCRIPTIONS["get_patient_chart"].startswith("get_patient_chart(patient_id) - ")
+    assert WRITE_TOOLS == {n for n, t in TOOLS.items() if t.approval != "none"}
+    assert all(tool.needs_patient for name, tool in TOOLS.items() if name in WRITE_TOOLS)
+
+
+def test_a_record_names_only_its_own_arguments():
+    class Args(ToolArgs):
+        query: str
+
+    with pytest.raises(ValueError, match="not arguments"):
+        Tool("t", "knowledge", Args, "T", "d", "e", approval="clinician", said_fields=("dosage",))
+    with pytest.raises(ValueError, match="only a write"):
+        Tool("t", "knowledge", Args, "T", "d", "e", sig=True)
+
+
 @pytest.mark.parametrize("server", ["knowledge", "umls"])
 def test_drug_vocabulary_is_offered_for_the_agent_dictionary(server):
-    tools = asyncio.run(_tools(server))
-    assert "drug_vocabulary" in tools
+    assert "drug_vocabulary" in _tools(server)

@@ -1,7 +1,8 @@
 """MCP server 'ehr': the local electronic health record, read and written by the agent.
 
 Invariants:
-- Tool names and parameters match ``contracts.ARG_SCHEMAS`` exactly (same names, order,
+- Each agent tool is its record's (``contracts.catalogue``): the function takes the record's
+  argument model and ``serving.serves`` makes the MCP signature from it (same names, order,
   types, bounds; every parameter required, nullable where it may be empty), plus the write
   tools' optional ``idempotency_key`` (``contracts.IDEMPOTENCY_KEY``), which the agent's code
   sets and the model never sees: a repeated key is performed once; and their optional
@@ -55,27 +56,35 @@ import sqlite3
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from pydantic import Field
 
 from common.sqlite import DatabaseCorrupt
 from ehr_db.errors import DatabaseNotReady, EhrError
 from ehr_db.name_match import closest_sentence
 from ehr_db.repository import EhrRepository
 from mcp_servers.contracts import (
+    ALLERGY,
     AUDIT_EVENT_TOOL,
-    ApprovalArg,
+    CHANGE,
+    NOTE,
+    PRESCRIBE,
+    STATUS,
+    AddAllergyArgs,
+    ApprovalRecord,
     AuditEventKind,
-    IdempotencyKey,
-    Name,
-    OrderAction,
+    ChangeMedicationArgs,
+    ClinicalNoteArgs,
+    MedicationStatusArgs,
+    PatientChartArgs,
     PatientId,
+    PatientSearchArgs,
+    PrescribeMedicationArgs,
     RejectionDetails,
-    ShortText,
-    SigArg,
+    SigRecord,
+    tool_record,
 )
 from mcp_servers.ehr import callers, order_tools
 from mcp_servers.ehr.callers import Caller
@@ -85,12 +94,11 @@ from mcp_servers.ehr.host_gate import (
     check_prescription,
     override_password,
 )
-from mcp_servers.serving import ArgumentErrors, serve
+from mcp_servers.serving import ArgumentErrors, serve, serves
 from mcp_servers.tool_errors import tool_error_message
 
 log = logging.getLogger("mcp_servers.ehr.server")
 
-READ = {"readOnlyHint": True, "openWorldHint": False}
 WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 
 
@@ -143,14 +151,14 @@ def _log_read(caller: Caller, tool: str, patient_ids: list[str | None], matches:
     _repository().log_read(caller.author, tool, patient_ids, terminal=caller.terminal, matches=matches)
 
 
-@mcp.tool(annotations={"title": "Patient Search", **READ})
-def search_patient(name: Name) -> dict[str, Any]:
+@serves(mcp, tool_record("search_patient"))
+def search_patient(args: PatientSearchArgs) -> dict[str, Any]:
     """Find patients in the health record by name (any order, case-insensitive, e.g.
     "Maria Garcia", "garcia" or "Garcia, Maria"). Returns matches with patient_id, name,
     birth_date, sex and mrn, plus total_matches. Use the patient_id with get_patient_chart;
     when several patients match, ask the clinician which one is meant. With no exact match the
     error names the closest names in the record: ask the clinician, never pick one."""
-    caller = callers.caller()
+    caller, name = callers.caller(), args.name
     with as_tool_errors("search_patient"):
         result = _repository().search_patient(name)
         _log_read(caller, "search_patient", [m["patient_id"] for m in result["matches"]],
@@ -164,33 +172,27 @@ def search_patient(name: Name) -> dict[str, Any]:
     return result
 
 
-@mcp.tool(annotations={"title": "Patient Record", **READ})
-def get_patient_chart(patient_id: PatientId) -> dict[str, Any]:
+@serves(mcp, tool_record("get_patient_chart"))
+def get_patient_chart(args: PatientChartArgs) -> dict[str, Any]:
     """Read one patient's chart by patient ID (not by name): demographics, active problems
     (SNOMED CT), current medications (RxNorm), allergies, latest labs and vitals with units,
     reference ranges and H/L/N flags, and the most recent clinical notes."""
     caller = callers.caller()
     with as_tool_errors("get_patient_chart"):
-        chart = _repository().get_patient_chart(patient_id)
+        chart = _repository().get_patient_chart(args.patient_id)
         _log_read(caller, "get_patient_chart", [chart["patient"]["patient_id"]])
     log.info("get_patient_chart: ok")
     return chart
 
 
-@mcp.tool(annotations={"title": "Prescription", **WRITE})
-def prescribe_medication(
-    patient_id: PatientId,
-    medication_name: Name,
-    dosage: Annotated[str, Field(min_length=1, max_length=40)],
-    frequency: Annotated[str, Field(min_length=1, max_length=40)],
-    notes: Annotated[str | None, Field(max_length=200)],
-    idempotency_key: IdempotencyKey = None,
-    approval: ApprovalArg = None,
-    sig: SigArg = None,
-) -> dict[str, Any]:
+@serves(mcp, tool_record(PRESCRIBE))
+def prescribe_medication(args: PrescribeMedicationArgs, idempotency_key: str | None = None,
+                         approval: ApprovalRecord | None = None, sig: SigRecord | None = None) -> dict[str, Any]:
     """Create a new active medication order for a patient. dosage needs a number and a unit
     ("500 mg", "10 mg/kg", "1 tablet"); frequency like "once daily", "BID", "every 8 hours",
     "q6h" or "PRN"; notes may be null. Returns the new order's id."""
+    patient_id, medication_name, dosage, frequency, notes = (
+        args.patient_id, args.medication_name, args.dosage, args.frequency, args.notes)
     caller = callers.caller()
     author = caller.author
     kept = callers.kept_approval(approval, caller)
@@ -215,20 +217,14 @@ def prescribe_medication(
     }
 
 
-@mcp.tool(annotations={"title": "Medication Change", **WRITE})
-def change_medication_order(
-    patient_id: PatientId,
-    medication_name: Name,
-    dosage: Annotated[str | None, Field(max_length=40)],
-    frequency: Annotated[str | None, Field(max_length=40)],
-    reason: Annotated[str | None, Field(max_length=200)],
-    idempotency_key: IdempotencyKey = None,
-    approval: ApprovalArg = None,
-    sig: SigArg = None,
-) -> dict[str, Any]:
+@serves(mcp, tool_record(CHANGE))
+def change_medication_order(args: ChangeMedicationArgs, idempotency_key: str | None = None,
+                            approval: ApprovalRecord | None = None, sig: SigRecord | None = None) -> dict[str, Any]:
     """Change the dose or frequency of a medication the patient takes: the active order of
     medication_name is replaced by a new one linked to it (null dosage or frequency keeps the
     order's own). reason may be null. Returns the new order's id and the id it replaced."""
+    patient_id, medication_name, dosage, frequency, reason = (
+        args.patient_id, args.medication_name, args.dosage, args.frequency, args.reason)
     caller = callers.caller()
     kept = callers.kept_approval(approval, caller)
     with as_tool_errors("change_medication_order", write=True):
@@ -243,18 +239,13 @@ def change_medication_order(
     return result
 
 
-@mcp.tool(annotations={"title": "Medication Status Change", **WRITE})
-def update_medication_status(
-    patient_id: PatientId,
-    medication_name: Name,
-    action: OrderAction,
-    reason: Annotated[str | None, Field(max_length=200)],
-    idempotency_key: IdempotencyKey = None,
-    approval: ApprovalArg = None,
-) -> dict[str, Any]:
+@serves(mcp, tool_record(STATUS))
+def update_medication_status(args: MedicationStatusArgs, idempotency_key: str | None = None,
+                             approval: ApprovalRecord | None = None) -> dict[str, Any]:
     """Stop (discontinue), hold, resume or renew the patient's order of medication_name. stop
     and hold apply to an active order, resume to a held one; renew writes a new active order
     like the current one, linked to it. reason may be null. Returns the order's id and status."""
+    patient_id, medication_name, action, reason = args.patient_id, args.medication_name, args.action, args.reason
     caller = callers.caller()
     kept = callers.kept_approval(approval, caller)
     with as_tool_errors("update_medication_status", write=True):
@@ -269,18 +260,13 @@ def update_medication_status(
     return result
 
 
-@mcp.tool(annotations={"title": "Allergy Documentation", **WRITE})
-def add_allergy(
-    patient_id: PatientId,
-    substance: Name,
-    reaction: ShortText,
-    severity: Literal["mild", "moderate", "severe"] | None,
-    idempotency_key: IdempotencyKey = None,
-    approval: ApprovalArg = None,
-) -> dict[str, Any]:
+@serves(mcp, tool_record(ALLERGY))
+def add_allergy(args: AddAllergyArgs, idempotency_key: str | None = None,
+                approval: ApprovalRecord | None = None) -> dict[str, Any]:
     """Record an allergy or adverse reaction in a patient's record: the substance, the
     reaction seen, and severity (mild, moderate, severe, or null when unknown). Returns the
     new allergy record's id."""
+    patient_id, substance, reaction, severity = args.patient_id, args.substance, args.reaction, args.severity
     caller = callers.caller()
     author = caller.author
     kept = callers.kept_approval(approval, caller)
@@ -298,16 +284,12 @@ def add_allergy(
     }
 
 
-@mcp.tool(annotations={"title": "Clinical Note", **WRITE})
-def save_clinical_note(
-    patient_id: PatientId,
-    note_type: Literal["progress", "consult", "procedure", "discharge", "telephone", "other"],
-    note_text: Annotated[str, Field(min_length=1, max_length=1500)],
-    idempotency_key: IdempotencyKey = None,
-    approval: ApprovalArg = None,
-) -> dict[str, Any]:
+@serves(mcp, tool_record(NOTE))
+def save_clinical_note(args: ClinicalNoteArgs, idempotency_key: str | None = None,
+                       approval: ApprovalRecord | None = None) -> dict[str, Any]:
     """Save a clinical note to a patient's record (progress, consult, procedure, discharge,
     telephone or other). Returns the new note's id."""
+    patient_id, note_type, note_text = args.patient_id, args.note_type, args.note_text
     caller = callers.caller()
     author = caller.author
     kept = callers.kept_approval(approval, caller)
@@ -324,7 +306,7 @@ def save_clinical_note(
     }
 
 
-# Not one of the agent's tools (``contracts.ARG_SCHEMAS``): the agent's approval code calls it.
+# Not one of the agent's tools (no record in ``contracts.catalogue``): the agent's approval code calls it.
 @mcp.tool(name=AUDIT_EVENT_TOOL, annotations={"title": "Audit Event", **WRITE})
 def record_audit_event(kind: AuditEventKind, patient_id: PatientId | None, details: RejectionDetails) -> dict[str, Any]:
     """Append a rejected write (the clinician refused it) to the record's hash-chained audit

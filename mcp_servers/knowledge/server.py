@@ -6,9 +6,10 @@ Invariants:
 - The tools use the database path given to ``configure`` (tests; ``main`` passes ``--db`` or
   ``common.locations.knowledge_db_path()``). A missing database is built from the shipped
   starter content at the first call (``ensure_database`` is idempotent).
-- The agent tools' parameters match ``contracts.ARG_SCHEMAS`` (names, types, order). The agent
-  always sends every field; for other MCP clients a nullable field may default to null here
-  (``find_clinical_trials``' filters) without changing the agent's schema.
+- Each agent tool is its record's (``contracts.catalogue``): the function takes the record's
+  argument model and ``serving.serves`` makes the MCP signature from it. The agent always sends
+  every field; for other MCP clients a nullable field may default to null here (a record with
+  ``nulls_optional``: ``find_clinical_trials``' filters) without changing the agent's schema.
 - Expected failures are ``ToolError("<error_type>: <text>")`` with clinician-safe text; anything
   unexpected is masked by ``mask_error_details``. An unknown drug is ``drug_not_in_database``,
   never an empty result.
@@ -21,24 +22,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from pydantic import Field
 
 from mcp_servers.contracts import (
     READ_ONLY,
-    Name,
-    NctId,
-    PageSize,
-    ShortText,
-    StudyType,
-    TrialPhase,
-    TrialStatus,
-    Years,
+    ClinicalTrialsArgs,
+    DrugInteractionArgs,
+    DrugSafetyArgs,
+    LiteratureSearchArgs,
+    TrialDetailsArgs,
     drugs_not_found_text,
     tool_error_message,
+    tool_record,
 )
 from mcp_servers.knowledge import queries, trials
 from mcp_servers.knowledge.store import (
@@ -48,7 +45,7 @@ from mcp_servers.knowledge.store import (
     connect,
     ensure_database,
 )
-from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve
+from mcp_servers.serving import ArgumentErrors, LazyDatabase, serve, serves
 
 mcp = FastMCP(
     "knowledge",
@@ -90,8 +87,8 @@ def _read(tool: str = "check_drug_safety") -> Iterator:
         db.close()
 
 
-@mcp.tool(annotations=READ_ONLY)
-def check_drug_safety(drug_name: Name) -> dict:
+@serves(mcp, tool_record("check_drug_safety"))
+def check_drug_safety(args: DrugSafetyArgs) -> dict:
     """Look up the boxed warning, contraindications and major warnings for one drug.
 
     Accepts a generic or brand name (for example "warfarin" or "Coumadin"). Returns the generic
@@ -99,13 +96,11 @@ def check_drug_safety(drug_name: Name) -> dict:
     the source of the information. Fails with drug_not_in_database when the drug is unknown.
     """
     with _read("check_drug_safety") as db:
-        return queries.drug_safety(db, drug_name)
+        return queries.drug_safety(db, args.drug_name)
 
 
-@mcp.tool(annotations=READ_ONLY)
-def check_drug_interactions(
-    drug_names: Annotated[list[Name], Field(min_length=2, max_length=6, description="Two or more drug names")],
-) -> dict:
+@serves(mcp, tool_record("check_drug_interactions"))
+def check_drug_interactions(args: DrugInteractionArgs) -> dict:
     """Check two or more drugs against each other for known interactions.
 
     Every pair is checked. Returns each interacting pair with severity (contraindicated, major,
@@ -113,34 +108,22 @@ def check_drug_interactions(
     interaction list means no known interaction among the recognised drugs.
     """
     with _read("check_drug_interactions") as db:
-        return queries.check_interactions(db, drug_names)
+        return queries.check_interactions(db, args.drug_names)
 
 
-@mcp.tool(annotations=READ_ONLY)
-def search_medical_literature(
-    query: Annotated[str, Field(min_length=1, max_length=120, description="Search query for medical literature")],
-) -> dict:
+@serves(mcp, tool_record("search_medical_literature"))
+def search_medical_literature(args: LiteratureSearchArgs) -> dict:
     """Search the local library of published studies and reviews.
 
     Returns the best-matching articles with title, journal, year, PMID and a short snippet.
     Fails with not_found when nothing matches.
     """
     with _read() as db:
-        return queries.search_literature(db, query)
+        return queries.search_literature(db, args.query)
 
 
-@mcp.tool(annotations=READ_ONLY)
-def find_clinical_trials(
-    condition: Name,
-    intervention: Name | None = None,
-    eligibility_keywords: ShortText | None = None,
-    status: TrialStatus | None = None,
-    phase: TrialPhase | None = None,
-    sex: Literal["female", "male"] | None = None,
-    patient_age: Years | None = None,
-    study_type: StudyType | None = None,
-    page_size: PageSize | None = None,
-) -> dict:
+@serves(mcp, tool_record("find_clinical_trials"))
+def find_clinical_trials(args: ClinicalTrialsArgs) -> dict:
     """Find clinical trials for a condition, best match first, as ClinicalTrials.gov filters them.
 
     condition: words that must occur in a trial's conditions, keywords or title.
@@ -159,21 +142,22 @@ def find_clinical_trials(
     are demonstration entries, not real studies.
     """
     search = trials.TrialSearch(
-        condition, intervention=intervention, eligibility_keywords=eligibility_keywords, status=status,
-        phase=phase, sex=sex, patient_age=int(patient_age) if patient_age else None, study_type=study_type,
-        page_size=int(page_size) if page_size else None,
+        args.condition, intervention=args.intervention, eligibility_keywords=args.eligibility_keywords,
+        status=args.status, phase=args.phase, sex=args.sex,
+        patient_age=int(args.patient_age) if args.patient_age else None, study_type=args.study_type,
+        page_size=int(args.page_size) if args.page_size else None,
     )
     with _read("find_clinical_trials") as db:
         return trials.search_trials(db, search)
 
 
-@mcp.tool(annotations=READ_ONLY)
-def get_trial_details(nct_id: NctId) -> dict:
+@serves(mcp, tool_record("get_trial_details"))
+def get_trial_details(args: TrialDetailsArgs) -> dict:
     """Get one trial's details by NCT id: the eligibility criteria text, and the same text split
     into inclusion and exclusion criteria (one entry per criterion); minimum and maximum age,
     sex, status, phase, arms, interventions and locations. Fails with not_found for an unknown id."""
     with _read("get_trial_details") as db:
-        return trials.trial_details(db, nct_id)
+        return trials.trial_details(db, args.nct_id)
 
 
 @mcp.tool(annotations=READ_ONLY)

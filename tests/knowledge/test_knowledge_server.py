@@ -7,22 +7,10 @@ import asyncio
 import pytest
 from fastmcp import Client
 
-from mcp_servers.contracts import ARG_SCHEMAS, TOOL_SERVERS
 from mcp_servers.knowledge import server as knowledge
 from tests.knowledge.knowledge_helpers import call
 
-AGENT_TOOLS = sorted(name for name, server in TOOL_SERVERS.items() if server == "knowledge")
-# find_clinical_trials' filters: nullable in the contract, and omitted (null) by generic clients.
-TRIAL_FILTERS = ("intervention", "eligibility_keywords", "status", "phase", "sex", "patient_age", "study_type",
-                 "page_size")
-
-
-def _strip_titles(schema):
-    if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
+# The agent tools' input schemas are their records' (tests/test_contracts.py).
 
 
 def _tools() -> dict:
@@ -31,24 +19,6 @@ def _tools() -> dict:
             return await client.list_tools()
 
     return {t.name: t for t in asyncio.run(run())}
-
-
-def test_agent_tool_parameters_match_the_contracts():
-    tools = _tools()
-    assert set(AGENT_TOOLS) <= set(tools)
-    for name in AGENT_TOOLS:
-        expected = ARG_SCHEMAS[name].model_json_schema()
-        actual = tools[name].input_schema
-        assert list(actual["properties"]) == list(expected["properties"]), name
-        # Nullable fields may default to null at the server (for generic MCP clients); the
-        # agent's contract still requires them (tests/test_contracts.py checks both sides).
-        optional = set(expected.get("required", [])) - set(actual.get("required", []))
-        assert optional <= set(TRIAL_FILTERS), name
-        assert _strip_titles(_without_null_defaults(actual["properties"])) == _strip_titles(expected["properties"]), name
-
-
-def _without_null_defaults(properties: dict) -> dict:
-    return {k: {kk: vv for kk, vv in v.items() if not (kk == "default" and vv is None)} for k, v in properties.items()}
 
 
 def test_find_trials_status_may_be_omitted_by_generic_clients(server):
