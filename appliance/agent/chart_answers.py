@@ -3,8 +3,8 @@ HbA1c?") and the chart's facts rendered by code for them (issue 23, "code owns e
 can read").
 
 Invariants:
-- ``chart_topics`` reads the clinician's instruction only (dictated text is data) and never a
-  request to write: "add a penicillin allergy" is a write, "any allergies?" a chart question.
+- The topics are read with the request (``reading.chart_topics``, re-exported here); a
+  request to write asks about no topic.
 - ``render`` writes only what the chart result holds, row for row (names, values, units and
   dates as recorded), under the topics asked; a topic with no rows says so in words ("No
   allergies recorded."), never "none known" where the chart did not say it.
@@ -14,51 +14,12 @@ from __future__ import annotations
 
 import re
 
-from appliance.agent.dictation import instruction_text
-from appliance.agent.write_requests import write_requests
-
-# Topic -> the words that ask for it. "summary" is the whole chart.
-_LAB_WORDS = (r"labs?|lab results?|blood (?:work|tests?)|hba1c|a1c|haemoglobin a1c|hemoglobin a1c|egfr|"
-              r"creatinine|potassium|sodium|inr|h(?:a)?emoglobin|hb|tsh|cholesterol|ldl|hdl|triglycerides?|glucose|"
-              r"platelets?|wbc|white (?:cell|blood cell) count|alt|ast|bun|urea|uric acid|nt-?probnp|bnp|"
-              r"albumin|calcium")
-TOPICS: dict[str, re.Pattern] = {
-    "allergies": re.compile(r"\ballerg\w*|\bintoleran\w*|\banaphyla\w*|\badverse reactions?\b", re.I),
-    "medications": re.compile(r"\bmed(?:ication)?s\b|\bmedication\b|\bprescriptions?\b|\btaking\b|"
-                              r"\bwhat (?:is|'s) (?:she|he|they|the patient) on\b|\bcurrent therapy\b|"
-                              r"\b(?:she|he|they|patient) (?:is|are) on\b|"
-                              r"\b(?:is|are) (?:she|he|they|the patient) (?:on|taking|using)\b|"
-                              r"\b(?:does|do) (?:she|he|they|the patient) (?:take|use)\b|"
-                              r"\bblood thinners?\b|\banticoagula\w*", re.I),
-    "problems": re.compile(r"\bproblems?\b|\bconditions?\b|\bdiagnos\w*|\b(?:medical|past) history\b|\bpmh\b|"
-                           r"\bcomorbid\w*", re.I),
-    "labs": re.compile(rf"\b(?:{_LAB_WORDS})\b", re.I),
-    "vitals": re.compile(r"\bvitals?\b|\bvital signs\b|\bblood pressure\b|\bbp\b|\bheart rate\b|\bpulse\b|"
-                         r"\bweight\b|\bheight\b|\bbmi\b|\btemperature\b|\boxygen saturation\b|\bsp ?o2\b", re.I),
-    "notes": re.compile(r"\b(?:last|recent|latest|clinical|progress) notes?\b|\bnotes? (?:say|said|from)\b", re.I),
-    "summary": re.compile(r"\bsummar\w*|\boverview\b|\b(?:review|show|pull up|open|read) (?:the |her |his |their |this )?"
-                          r"(?:patient'?s )?chart\b|\bwhat'?s in (?:the|her|his|their) chart\b", re.I),
-}
-ORDER = ("allergies", "medications", "problems", "labs", "vitals", "notes")
-# "Does he have diabetes?", "is she diabetic?": a question about a condition, when the words ask
-# about no other section ("does he have any allergies?" is about allergies).
-_HAS_CONDITION = re.compile(r"\b(?:does|do) (?:she|he|they|the patient) have\b|\bhas (?:she|he|they|the patient) "
-                            r"(?:got|had|been diagnosed)\b|\b(?:is|are) (?:she|he|they|the patient) (?:\w+ )?"
-                            r"(?:diabetic|hypertensive|asthmatic|anaemic|anemic|pregnant|epileptic|obese)\b", re.I)
-
-
-def chart_topics(query: str) -> tuple[str, ...]:
-    """The chart sections the words ask about, in ``ORDER`` (all of them for a summary); ()
-    for a request to write or words that ask about no section."""
-    if write_requests(query):
-        return ()
-    text = instruction_text(query)
-    found = {topic for topic, pattern in TOPICS.items() if pattern.search(text)}
-    if not found and _HAS_CONDITION.search(text):
-        found = {"problems"}
-    if "summary" in found:
-        return ORDER
-    return tuple(t for t in ORDER if t in found)
+from appliance.agent.reading.chart_topics import (
+    ORDER,
+    TOPICS,
+    chart_topics,
+    read_chart_topics,
+)
 
 
 def _value(row: dict) -> str:
@@ -166,4 +127,4 @@ _NONE = {"allergies": "No allergies recorded.", "medications": "No medications r
 _ROW = {"allergies": _allergy, "medications": _medication, "problems": _problem, "labs": _value, "vitals": _value,
         "notes": _note}
 
-__all__ = ["ORDER", "TOPICS", "chart_topics", "medication_lines", "render"]
+__all__ = ["ORDER", "TOPICS", "chart_topics", "medication_lines", "read_chart_topics", "render"]

@@ -27,7 +27,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from appliance.agent.patient_refs import find_patient_ids
+from appliance.agent.reading.patient_refs import find_patient_ids
 from appliance.medication.names import DrugRecogniser
 from ehr_db.codes import SNOMED_CONDITIONS
 

@@ -21,6 +21,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from appliance.agent import knowledge_requests
@@ -34,6 +35,7 @@ from appliance.agent.nodes import (
     tool_execute,
     tool_select,
 )
+from appliance.agent.reading.current import serving
 from appliance.agent.state import (
     NODE_LABELS,
     AgentState,
@@ -192,6 +194,12 @@ class Agent:
         llm = _CancellableModel(self.model, cancel) if cancel is not None else self.model
         turn = _Turn(self, state, history or [], llm, on_event, on_token, cancel)
         node = Node.INPUT_ASSEMBLY
+        with turn.scope:  # the turn's reading is served until the turn ends (reading.current)
+            self._walk(turn, node, cancel, on_step)
+        return self._result(turn)
+
+    def _walk(self, turn: _Turn, node: Node, cancel: threading.Event | None,
+              on_step: Callable[[str], None] | None) -> None:
         for _ in range(MAX_NODE_VISITS):
             if cancel is not None and cancel.is_set() and node is not Node.SYNTHESIZE:
                 raise TurnCancelled("the turn was cancelled")
@@ -206,6 +214,7 @@ class Agent:
         else:
             raise ApplianceError("the agent exceeded its node-visit limit")
 
+    def _result(self, turn: _Turn) -> TurnResult:
         state, trace = turn.state, turn.trace
         return TurnResult(
             response=state.final_response or "",
@@ -237,6 +246,7 @@ class _Turn:
         self.trace: list[TraceEvent] = []
         self.tool_calls: list[dict] = []
         self.kind = "answer"  # or "clarification", from SYNTHESIZE
+        self.scope = ExitStack()  # what the turn holds open until it ends (the served reading)
 
     def emit(self, output: dict, *, model_call: bool = True, **extra) -> None:
         stats = self.agent.model.last_stats if model_call else None
@@ -260,15 +270,13 @@ class _Turn:
 # -- the steps: each runs its node, emits its trace event and returns the next node ---------
 def _assemble_input(turn: _Turn) -> Node:
     agent = turn.agent
+    vocabulary, drug_count = knowledge_requests.local_drug_data(agent.tools)  # the typo check's names
     update, output = input_assembly.run(turn.state, agent.drugs, turn.history, agent.settings.history_turns,
-                                        model=agent.model, cancel=turn.cancel)
+                                        model=agent.model, cancel=turn.cancel, vocabulary=vocabulary,
+                                        drug_count=drug_count)
     turn.state = turn.state.merge(update)
-    # The look-ups code reads in the words (knowledge_requests), decided before any model call.
-    vocabulary, drug_count = knowledge_requests.local_drug_data(agent.tools)
-    calls = knowledge_requests.read_request(turn.state, agent.drugs, vocabulary)
-    turn.state = turn.state.merge({"knowledge_calls": calls, "drug_data_size": drug_count})
-    if calls:
-        output["knowledge_calls"] = [c.to_dict() for c in calls]
+    # For the rest of the turn, a parse function asked about this message answers from the reading.
+    turn.scope.enter_context(serving(turn.state.reading))
     turn.emit(output, model_call=output.get("image_analysis") in ("done", "failed"))
     return Node.INTENT_CLASSIFY
 

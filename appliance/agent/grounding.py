@@ -32,29 +32,24 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from appliance.agent.order_gate import ORDER_TOOLS, implied_dosage_said
-from appliance.agent.patient_refs import typed_ids
+from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.words import words
 from appliance.agent.state import AgentState, ToolResult
 from appliance.agent.tool_results import error_result
 from common.patient_ids import is_patient_id
-from mcp_servers.contracts import ARG_SCHEMAS, WRITE_TOOLS
+from mcp_servers.contracts import ARG_SCHEMAS, WRITE_TOOLS, ToolTable
 
-# Write fields whose values must come from the clinician's words (the grammar makes the model
-# fill every field, so a value nobody said would otherwise reach the approval dialog).
-GROUNDED_WRITE_FIELDS = {
-    "prescribe_medication": ("medication_name", "dosage", "frequency"),
-    "change_medication_order": ("medication_name", "dosage", "frequency"),
-    "update_medication_status": ("medication_name",),
-    "add_allergy": ("substance", "reaction"),
-}
-# Write fields of free text, and how many words in a row copied from what the model read (and
-# the clinician did not type) make a copy: short enough for an instruction, long enough that a
-# dictated note sharing a phrase with the chart ("type 2 diabetes") is not one.
-FREE_TEXT_FIELDS = {"prescribe_medication": ("notes",), "save_clinical_note": ("note_text",),
-                    "change_medication_order": ("reason",), "update_medication_status": ("reason",)}
+# Per tool, from its record (``mcp_servers.contracts.Tool``): the write fields whose values must
+# be the clinician's words (the grammar makes the model fill every field, so a value nobody said
+# would otherwise reach the approval dialog), those of them a change may leave null (the order
+# keeps its own value), and the free-text fields that may not copy what the model read.
+GROUNDED_WRITE_FIELDS = ToolTable(lambda tool: tool.said_fields)
+NULLABLE_GROUNDED = ToolTable(lambda tool: tool.keeps_when_null)
+FREE_TEXT_FIELDS = ToolTable(lambda tool: tool.free_text_fields)
+# How many words in a row copied from what the model read (and the clinician did not type) make
+# a copy: short enough for an instruction, long enough that a dictated note sharing a phrase with
+# the chart ("type 2 diabetes") is not one.
 COPIED_RUN = 4
-# Grounded fields a change may leave null: the order keeps its own value.
-NULLABLE_GROUNDED = {"change_medication_order": ("dosage", "frequency")}
 # Write fields that name a drug: the generic of a drug the clinician named is theirs too
 # ("Tylenol" written, "acetaminophen" prescribed), since INPUT_ASSEMBLY offers the generic.
 DRUG_FIELDS = frozenset({"medication_name", "substance"})
@@ -133,7 +128,7 @@ def grounded_patient_ids(state: AgentState, *, for_write: bool = False) -> set[s
     """The patient IDs a call may use. ``for_write``: only patients the clinician named (typed,
     picked, open, or found by a search for a name they said), never one reached through a
     search or a call that a tool's output led the model to."""
-    ids = set(state.extracted_entities.patient_ids) | typed_ids(state.user_query)
+    ids = set(state.extracted_entities.patient_ids) | reading_of(state).typed_ids
     if state.selected_patient_id:
         ids.add(state.selected_patient_id)
     said = set(words(clinician_text(state))) if for_write else set()

@@ -17,12 +17,12 @@ from __future__ import annotations
 from appliance.agent.orders import (
     change_from_words,
     code_patient,
-    misspelt_drug,
     order_notes,
     prescription_from_words,
 )
+from appliance.agent.reading.request import reading_of
+from appliance.agent.reading.write_requests import CHANGE, PRESCRIBE, STATUS
 from appliance.agent.state import AgentState
-from appliance.agent.write_requests import CHANGE, PRESCRIBE, STATUS
 from appliance.medication.names import DrugRecogniser
 
 ORDER_TOOLS = frozenset({PRESCRIBE, CHANGE, STATUS})
@@ -42,7 +42,7 @@ def order_call(state: AgentState, tool: str, drugs: DrugRecogniser) -> tuple[str
             args["notes"] = order_notes(order, args.get("frequency"))
             complete = all(args.get(k) for k in ("medication_name", "dosage", "frequency"))
             return PRESCRIBE, args, complete, "the clinician's words give the order in full"
-    typo = misspelt_drug(state.user_query, drugs)
+    typo = reading_of(state, drugs).misspelt_drug
     if typo is None:
         return None
     args = {"medication_name": typo[0]}

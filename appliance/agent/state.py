@@ -94,6 +94,9 @@ class AgentState:
     image_path: str | None = None
     image_findings: dict | None = None
     selected_patient_id: str | None = None
+    # the clinician's words as INPUT_ASSEMBLY read them, once (``reading.request``); None in a
+    # state built by hand, whose words are then read where they are needed
+    reading: Any = None  # a ``reading.request.RequestReading`` (not imported: the reading imports this module)
     # the look-ups code read in the clinician's words (``knowledge_requests.KnowledgeCall``), in order
     knowledge_calls: tuple = ()
     drug_data_size: int | None = None  # drugs the local drug data holds, for "not in the data" answers

@@ -11,7 +11,7 @@ the fact guard withheld (in no source) is never shown, here or in the raw detail
 
 from __future__ import annotations
 
-from appliance.agent.patient_refs import find_patient_ids
+from appliance.agent.reading.patient_refs import find_patient_ids
 from appliance.agent.state import TraceEvent
 from mcp_servers.contracts import TOOL_LABELS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.chart_answers import ORDER, chart_topics, render
-from appliance.agent.task_patterns import named_steps
+from appliance.agent.reading.task_patterns import named_steps
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database
 

@@ -20,7 +20,7 @@ from appliance.agent.nodes.router import (
     required_tools,
 )
 from appliance.agent.nodes.tool_execute import typed_ids, validate_args
-from appliance.agent.patient_refs import (
+from appliance.agent.reading.patient_refs import (
     Candidate,
     candidates_in,
     choose,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.agent.dictation import DICTATED, instruction_text
-from appliance.agent.task_patterns import named_steps
+from appliance.agent.reading.dictation import DICTATED, instruction_text
+from appliance.agent.reading.task_patterns import named_steps
 
 SEARCH, CHART, INTERACTION, SAFETY = "patient_search", "patient_chart", "drug_interaction", "drug_safety"
 LITERATURE, TRIALS = "literature_search", "clinical_trial"

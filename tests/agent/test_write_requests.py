@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.graph import Agent
-from appliance.agent.write_requests import (
+from appliance.agent.reading.write_requests import (
     ALLERGY,
     NOT_CHANGED,
     NOTE,

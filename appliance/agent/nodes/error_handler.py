@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 from appliance.agent.nodes.prompting import conversation
 from appliance.agent.nodes.router import Limits, task_status
-from appliance.agent.orders import misspelt_drug
+from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node
-from appliance.agent.write_requests import drug_names
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from mcp_servers.contracts import WRITE_TOOLS
@@ -59,7 +58,7 @@ def decide(state: AgentState, limits: Limits | None = None) -> ErrorDecision:
     label = last.tool_label if last else "request"
     if etype == "multiple_patient_matches":
         return ErrorDecision("ask_user", "several patients match", "I found several patients matching that name. Which patient did you mean?")
-    if etype == "missing_required_args" and (typo := misspelt_drug(state.user_query, drug_names())):
+    if etype == "missing_required_args" and (typo := reading_of(state).misspelt_drug):
         return ErrorDecision("ask_user", "the drug's name is not one code knows",
                              f"'{typo[0]}' is not a drug name I know: did you mean {typo[1]}?")
     if etype == "missing_required_args":

@@ -1,48 +1,32 @@
-"""Node 1, INPUT_ASSEMBLY: history, image flag, regex/dictionary entities, and for an
-attached image the image call (``analyze_image``) when the model can run it.
+"""Node 1, INPUT_ASSEMBLY: the turn's one reading of the clinician's words, the recent history,
+the look-ups code routes, and for an attached image the image call (``analyze_image``) when the
+model can run it.
 
-Invariants: no model call for text-only input, nor for an image the model cannot analyse (a
+Invariants: the message is read here once (``reading.request.read_turn``: the instruction,
+write requests, chart topics, named steps, patient IDs, the order, the drugs) and put on the
+state (``reading``, ``extracted_entities``); later nodes read those fields. The knowledge
+look-ups (``knowledge_requests.read_request``) are read with that reading served, so they parse
+nothing again. No model call for text-only input, nor for an image the model cannot analyse (a
 notice reaches synthesis instead); drug mentions are generic names from the drug recogniser
-(``appliance/medication/names.py``: a maintained dictionary, our overlay, and the local knowledge and
-UMLS servers' names, so it grows with every import); patient IDs in text follow the rule in
-``appliance/agent/patient_refs.py``, and a reply to code's several-matches question that picks
-one candidate adds that candidate's ID (returned by the search) to the turn's patient IDs.
+(``appliance/medication/names.py``); patient IDs in text follow the rule in
+``reading/patient_refs.py``, and a reply to code's several-matches question that picks one
+candidate adds that candidate's ID (returned by the search) to the turn's patient IDs.
 """
 
 from __future__ import annotations
 
-import re
 import threading
-from dataclasses import replace
 
-from appliance.agent.dictation import instruction_text
-from appliance.agent.patient_refs import choice_from_history, find_patient_ids
-from appliance.agent.state import AgentState, ExtractedEntities
+from appliance.agent import knowledge_requests
+from appliance.agent.reading.current import serving
+from appliance.agent.reading.request import extract_entities, read_turn
+from appliance.agent.state import AgentState
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel, VisionModel
 from appliance.llm.vision import ImageFileError, VisionUnavailable
 from appliance.medication.names import DrugRecogniser
 
-# "patient Maria Garcia", "patient named John Smith"; names are capitalised words.
-PATIENT_NAME_RE = re.compile(r"\bpatient(?:\s+named)?\s+((?:[A-Z][a-z'\-]+)(?:\s+[A-Z][a-z'\-]+){1,2})")
-ACTION_VERBS = (
-    "prescribe", "order", "start", "document", "record", "note", "save", "write", "check",
-    "search", "find", "look up", "review", "verify", "add",
-)
-
-
-def extract_entities(query: str, drugs: DrugRecogniser, has_image: bool = False) -> ExtractedEntities:
-    ids = find_patient_ids(query)  # the rule: appliance/agent/patient_refs.py's docstring
-    lowered = query.lower()
-    verbs = tuple(v for v in ACTION_VERBS if re.search(rf"\b{re.escape(v)}\b", lowered))
-    return ExtractedEntities(
-        patient_ids=tuple(ids),
-        # Names route (a named patient needs a search), so dictated text cannot supply one.
-        patient_names=tuple(dict.fromkeys(m.group(1) for m in PATIENT_NAME_RE.finditer(instruction_text(query)))),
-        drug_mentions=drugs.find(query),
-        action_verbs=verbs,
-        has_image=has_image,
-    )
+__all__ = ["analyse_image", "extract_entities", "run"]  # extract_entities: the acceptance run's hand-built states
 
 
 IMAGE_UNAVAILABLE = "Image analysis is not available with the current model; the attached image was not analysed."
@@ -50,26 +34,27 @@ IMAGE_FAILED = "The attached image could not be analysed ({reason}); no image fi
 
 
 def run(state: AgentState, drugs: DrugRecogniser, history: list[tuple[str, str]], max_turns: int,
-        model: LanguageModel | None = None, cancel: threading.Event | None = None) -> tuple[dict, dict]:
-    """(update, trace output): entities, the last ``max_turns`` exchanges, and for an attached
-    image either its findings (when the model is a ``VisionModel`` whose ``vision_available``
-    holds) or a notice for synthesis."""
-    entities = extract_entities(state.user_query, drugs, has_image=state.image_path is not None)
-    # The answer to code's "which one did you mean?" names one candidate (patient_refs.choose).
-    choice = choice_from_history(state.user_query, history)
-    if choice is not None:
-        entities = replace(entities, patient_ids=(choice[0].patient_id,))
-    recent = tuple(history[-2 * max_turns:]) if max_turns > 0 else ()
-    earlier = [g for role, text in recent if role == "user" for g in drugs.find(text)]
-    entities = replace(entities, drugs_named=tuple(dict.fromkeys([*earlier, *entities.drug_mentions])))
-    update: dict = {"extracted_entities": entities, "conversation_history": recent}
+        model: LanguageModel | None = None, cancel: threading.Event | None = None,
+        vocabulary: list[str] = (), drug_count: int | None = None) -> tuple[dict, dict]:
+    """(update, trace output): the turn's reading (``reading.request.read_turn``: the words,
+    the entities, the last ``max_turns`` exchanges, the look-ups code routes), and for an
+    attached image either its findings (when the model is a ``VisionModel`` whose
+    ``vision_available`` holds) or a notice for synthesis."""
+    read = read_turn(state, drugs, history, max_turns)
+    entities = read.entities
+    update: dict = {"reading": read.reading, "extracted_entities": entities, "conversation_history": read.history}
+    with serving(read.reading):  # the look-ups code reads, decided before any model call; nothing parsed again
+        calls = knowledge_requests.read_request(state.merge(update), drugs, vocabulary)
+    update.update(knowledge_calls=calls, drug_data_size=drug_count)
     output: dict = {
         "patient_ids": list(entities.patient_ids), "drug_mentions": list(entities.drug_mentions),
         "action_verbs": list(entities.action_verbs), "has_image": entities.has_image,
-        "history_messages": len(recent),
+        "history_messages": len(read.history),
     }
-    if choice is not None:
-        output["patient_choice"] = {"patient_id": choice[0].patient_id, "by": choice[1]}
+    if read.choice is not None:
+        output["patient_choice"] = {"patient_id": read.choice[0].patient_id, "by": read.choice[1]}
+    if calls:
+        output["knowledge_calls"] = [c.to_dict() for c in calls]
     if entities.has_image:
         update_image, output_image = analyse_image(state, model, cancel)
         update.update(update_image)

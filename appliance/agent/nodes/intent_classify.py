@@ -5,13 +5,12 @@ It does not choose the tool (TOOL_SELECT does), plan steps, or extract arguments
 
 from __future__ import annotations
 
-from appliance.agent.chart_answers import chart_topics
 from appliance.agent.knowledge_requests import routed_by_code
 from appliance.agent.knowledge_requests import summary as knowledge_summary
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
+from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node
-from appliance.agent.write_requests import write_requests
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 
@@ -55,12 +54,13 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
     )
     update = {"intent": out.intent, "task_summary": out.task_summary, "suggested_tool": out.suggested_tool}
     output = out.model_dump()
-    requested = write_requests(state.user_query)
+    reading = reading_of(state)
+    requested = reading.writes
     if out.intent == "DIRECT" and requested:
         # Code overrules the model: a request to change the record is never answered with prose alone.
         update.update(intent="TOOL_NEEDED", suggested_tool=requested[0])
         output["overruled"] = f"the clinician asked to change the record ({requested[0]}): TOOL_NEEDED"
-    elif out.intent == "DIRECT" and chart_topics(state.user_query) and (
+    elif out.intent == "DIRECT" and reading.chart_topics and (
             state.selected_patient_id or state.extracted_entities.patient_ids):
         # Code overrules the model: a question about this patient's chart is answered from the chart.
         update.update(intent="TOOL_NEEDED", suggested_tool="get_patient_chart")

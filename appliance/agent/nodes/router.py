@@ -26,8 +26,9 @@ from appliance.agent.knowledge_requests import (
     calls_not_done,
     chart_only_implied,
 )
+from appliance.agent.reading.request import reading_of
+from appliance.agent.reading.task_patterns import SEARCH, Step
 from appliance.agent.state import AgentState, Node
-from appliance.agent.task_patterns import SEARCH, Step, named_steps
 
 ERROR_QUALITIES = ("error_retryable", "error_fatal")
 
@@ -55,7 +56,7 @@ def patient_id_known(state: AgentState) -> bool:
 
 
 def required_tools(state: AgentState) -> set[str]:
-    steps = named_steps(state.user_query)
+    steps = reading_of(state).steps
     needed = {step.tool for step in steps}
     if state.knowledge_calls:  # code read the look-ups: its calls stand for the knowledge steps
         needed = (needed - KNOWLEDGE_TOOLS) | {c.tool for c in state.knowledge_calls}
@@ -80,7 +81,7 @@ def steps_not_done(state: AgentState) -> tuple[Step, ...]:
     """The steps the request names that neither ran nor were skipped, in the order named."""
     missing = required_tools(state) - handled_tools(state) | {c.tool for c in calls_not_done(state)}
     steps = [SEARCH] if "search_patient" in missing else []
-    steps += [s for s in named_steps(state.user_query) if s.tool in missing and s.tool != "search_patient"]
+    steps += [s for s in reading_of(state).steps if s.tool in missing and s.tool != "search_patient"]
     steps += [STEP_OF_TOOL[t] for t in dict.fromkeys(c.tool for c in state.knowledge_calls)
               if t in missing and STEP_OF_TOOL[t] not in steps]
     return tuple(steps)

@@ -34,9 +34,10 @@ from appliance.agent.fact_guard import sources_text, unsupported_facts
 from appliance.agent.grounding import clinician_text
 from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.nodes.router import steps_not_done
+from appliance.agent.reading.request import reading_of
+from appliance.agent.reading.write_requests import NOT_CHANGED
 from appliance.agent.state import AgentState, Node
 from appliance.agent.tool_results import not_in_database_message
-from appliance.agent.write_requests import NOT_CHANGED, write_requests
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.medication.names import DrugRecogniser
 from mcp_servers.contracts import (
@@ -225,7 +226,7 @@ def chart_answer(state: AgentState) -> str | None:
     """Code's answer to a question about named sections of the chart ("any allergies?", "last
     HbA1c?") when the chart was read this turn and nothing else was asked; None otherwise (a
     summary, or a question that also needed another source, is written by the model)."""
-    topics = chart_answers.chart_topics(state.user_query)
+    topics = reading_of(state).chart_topics
     if not topics or topics == chart_answers.ORDER:
         return None
     done = [r for r in state.tool_results if r.error_type is None]
@@ -238,7 +239,7 @@ def chart_answer(state: AgentState) -> str | None:
 
 def patient_data_read(state: AgentState) -> bool:
     """The turn read the record (a successful call to the EHR) or answers a chart question."""
-    return bool(chart_answers.chart_topics(state.user_query)) or any(
+    return bool(reading_of(state).chart_topics) or any(
         TOOL_SERVERS.get(r.tool_name) == "ehr" and r.error_type is None for r in state.tool_results)
 
 
@@ -308,7 +309,7 @@ _SAYS_UNCHANGED = re.compile(r"\b(not changed|nothing was (written|saved|changed
 def record_unchanged(state: AgentState) -> bool:
     """The clinician asked to change the record and no write went through this turn (a write
     whose outcome is unknown may have: its own message says so, and nothing here contradicts it)."""
-    if not write_requests(state.user_query):
+    if not reading_of(state).writes:
         return False
     return not any(r.tool_name in WRITE_TOOLS and (r.error_type is None or r.outcome_unknown)
                    for r in state.tool_results)

@@ -38,7 +38,7 @@ from appliance.agent.grounding import (
     validate_args,
 )
 from appliance.agent.order_gate import order_problem, with_sig
-from appliance.agent.patient_refs import typed_ids
+from appliance.agent.reading.patient_refs import typed_ids
 from appliance.agent.state import AgentState, ToolResult
 from appliance.agent.tool_results import (
     error_result,

@@ -3,7 +3,7 @@
 1. the tool name, from every tool's full description with one example request each (in name
    order: no tool comes first by design), plus the example of INTENT_CLASSIFY's suggestion
    when there is one. The request is shown without its dictated text
-   (``dictation.instruction_text``): a note's words do not choose the tool;
+   (the reading's ``instruction``): a note's words do not choose the tool;
 2. that tool's arguments, with deterministic entity hints injected.
 
 Retries are code's decision: ``retry_same`` reuses the last call without any model call;
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 
-from appliance.agent.dictation import instruction_text
 from appliance.agent.knowledge_requests import next_call
 from appliance.agent.nodes.prompting import (
     PROMPT_TOOLS,
@@ -33,9 +32,10 @@ from appliance.agent.nodes.prompting import (
 from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.order_calls import ORDER_TOOLS, order_call
 from appliance.agent.orders import code_patient, prescription_from_words
+from appliance.agent.reading.request import reading_of
+from appliance.agent.reading.write_requests import PRESCRIBE
 from appliance.agent.schemas import NextToolSelection, ToolSelection
 from appliance.agent.state import AgentState, Node
-from appliance.agent.write_requests import PRESCRIBE
 from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
@@ -97,7 +97,7 @@ def _stage1(state: AgentState, model: LanguageModel) -> str:
     reentry = bool(state.tool_results) and not state.strict_selection
     schema = NextToolSelection if reentry else ToolSelection
     system = STAGE1_PROMPT + (STAGE1_NEXT_SUFFIX if reentry else "")
-    parts = [*_example(state), f"Request: {instruction_text(state.user_query)}", f"Clinical context: {state.task_summary}"]
+    parts = [*_example(state), f"Request: {reading_of(state).instruction}", f"Clinical context: {state.task_summary}"]
     if state.tool_results:
         parts.append("Results so far:\n" + results_context(state))
     out = model.generate_constrained(
