@@ -26,9 +26,8 @@ from typing import Any
 from appliance.medication.orders import parse_order
 from appliance.medication.sig import sig_record
 from appliance.safety.chart_gate import ChartSafetyGate
-from mcp_servers.contracts import SIG, SIG_TOOLS
+from mcp_servers.contracts import CHANGE, PRESCRIBE, SIG, SIG_TOOLS, STATUS
 
-PRESCRIBE, CHANGE, STATUS = "prescribe_medication", "change_medication_order", "update_medication_status"
 ORDER_TOOLS = frozenset({PRESCRIBE, CHANGE, STATUS})
 ACTIVATING = frozenset({"resume", "renew"})
 _STATUSES = {CHANGE: ("active", "on-hold"), "renew": ("active", "on-hold", "completed"), "resume": ("on-hold",)}

@@ -3,30 +3,16 @@ token budgets are ``appliance.llm.grammar.token_budget``).
 
 Invariant: every prompt that lists the tools lists all of them in ``PROMPT_TOOLS`` order (by
 name, so no tool is singled out by coming first), each with its example from ``TOOL_EXAMPLES``
-(one per tool, so no tool is the only one shown by example)."""
+(one per tool, on its record in ``mcp_servers.contracts``, so no tool is the only one shown by
+example)."""
 
 from __future__ import annotations
 
 from appliance.llm.prompt import Message
-from mcp_servers.contracts import ARG_SCHEMAS, WRITE_TOOLS
+from mcp_servers.contracts import TOOL_EXAMPLES, TOOLS, WRITE_TOOLS
 
-PROMPT_TOOLS: tuple[str, ...] = tuple(sorted(ARG_SCHEMAS))
-TOOL_EXAMPLES: dict[str, str] = {
-    "add_allergy": "Add a sulfa allergy with rash for pat-003.",
-    "analyze_medical_image": "What does this chest X-ray show?",
-    "change_medication_order": "Increase metformin to 1000 mg twice daily for pat-004.",
-    "check_drug_interactions": "Can I give clarithromycin to someone on simvastatin?",
-    "check_drug_safety": "Boxed warnings for amiodarone?",
-    "find_clinical_trials": "Recruiting trials for mesothelioma?",
-    "get_patient_chart": "Show me the chart of pat-004.",
-    "get_trial_details": "Eligibility criteria of NCT02300883?",
-    "prescreen_for_trials": "Is this patient eligible for any trials?",
-    "prescribe_medication": "Start lisinopril 10 mg daily for pat-002.",
-    "save_clinical_note": "Save a note for pat-001: doing well.",
-    "search_medical_literature": "Evidence for SGLT2 inhibitors in heart failure?",
-    "search_patient": "Find the patient Ana Lopez.",
-    "update_medication_status": "Stop the warfarin for pat-005: bleeding.",
-}
+PROMPT_TOOLS: tuple[str, ...] = tuple(sorted(TOOLS))
+__all__ = ["PROMPT_TOOLS", "TOOL_EXAMPLES", "conversation", "shortenable"]
 
 
 def conversation(system: str, user: str, history: tuple[tuple[str, str], ...] = (),
