@@ -45,6 +45,7 @@ from mcp_servers.contracts import (
     TOOL_LABELS,
     TOOL_SERVERS,
     WRITE_TOOLS,
+    ToolSet,
 )
 
 TEMPERATURE = 0.5
@@ -57,7 +58,7 @@ SYSTEM_PROMPT = """You are a clinical decision-support assistant. Answer the cli
 - Use standard medical terminology for a clinical audience."""
 
 BRIEF_PREFIX = "Include only the most critical findings.\n\n"
-BRIEF_TOOLS = {"check_drug_safety", "search_medical_literature"}
+BRIEF_TOOLS = ToolSet(lambda tool: tool.brief)  # on each tool's record: its answer keeps to the critical findings
 
 # Substring match on purpose: a name glued to other word characters ("check_drug_safety_v2")
 # is still a leak. Labels contain spaces, so a replacement can never match again.
