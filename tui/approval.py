@@ -8,8 +8,9 @@ signed-in clinician (``Approval.clinician``), and the app decides when the dialo
 (``present``: not over the lock screen). Approving a prescription whose safety report needs an
 override (a high finding, or anything not checked) is an override under the one safety policy
 (``appliance.safety.policy``): the dialog asks for a reason of real words and the clinician's
-password again, the bridge checks the password (``reauthenticate``) and the agent decides with
-``decide`` as every door does.
+password again; what the answer means (the override's reason, the password checked by
+``reauthenticate``) is the conversation core's (``appliance.conversation.approval.answered``, the
+line session's too), and the agent decides with ``decide`` as every door does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from textual.app import App
 
-from appliance.safety.report import override_reason
+from appliance.conversation.approval import answered
 from appliance.tools.base import Approval
 
 log = logging.getLogger(__name__)
@@ -75,11 +76,10 @@ class ApprovalBridge:
 
     def __call__(self, tool: str, args: dict, safety=None) -> Approval:
         clinician = self._clinician()  # who was signed in when the write was proposed
-        decision = replace(self._ask(tool, args, safety), clinician=clinician)
-        if decision.approved and getattr(safety, "needs_override", False):
-            decision = replace(decision, override_reason=override_reason(decision.reason),
-                               reauthenticated=self._reauthenticate(decision.password))
-        return decision
+        given = self._ask(tool, args, safety)
+        decision = answered(given.args, given.approved, safety, reason=given.reason, password=given.password,
+                            reauthenticate=self._reauthenticate)
+        return replace(decision, clinician=clinician)
 
     def _ask(self, tool: str, args: dict, safety=None) -> Approval:
         round_ = self._round

@@ -1,7 +1,8 @@
 """The conversation core both front ends use: the clinic terminal (``tui``) and the line session
 (``appliance.line_session``) are views over one ``Conversation`` (``core``) that holds the
 current patient (``current``), applies the one rule for a new conversation (``rule``), keeps the
-history, and saves and resumes exchanges in the one sessions store."""
+history, and saves and resumes exchanges in the one sessions store; ``approval`` says what a
+write's approval asks and what the clinician's answer means."""
 
 from appliance.conversation.core import Conversation, Opened
 from appliance.conversation.current import CurrentPatient, turn_patient

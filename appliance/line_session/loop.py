@@ -35,6 +35,7 @@ from appliance.accounts.reauthenticate import reauthenticate
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.config import Settings
 from appliance.conversation import Conversation, CurrentPatient
+from appliance.conversation.approval import answered, asked
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.line_session.patients import (
     NEW_CONVERSATION,
@@ -67,9 +68,9 @@ A patient also becomes current when a search finds exactly one, when you name th
   "pull up james wilson", then "the one born 1967" or "the second one"."""
 
 
-def _override(safety, reauthenticate) -> tuple[str | None, bool | None, str | None]:
+def _override(reauthenticate) -> tuple[str | None, str | None]:
     """The override's reason and the password given again, asked after "y" to a report that needs
-    an override (``appliance.safety.policy``): (reason, reauthenticated, password)."""
+    an override (``appliance.safety.policy``): (reason, password), None for what was not given."""
     from appliance.accounts.sign_in import read_password
     from appliance.safety.policy import OverridePolicy
 
@@ -78,20 +79,20 @@ def _override(safety, reauthenticate) -> tuple[str | None, bool | None, str | No
     try:
         reason = input(f"Why approve it anyway (at least {words} words)? ").strip() or None
         needed = reauthenticate(None) is not None
-        password = read_password("Your password again, to override: ") if needed else None
+        return reason, read_password("Your password again, to override: ") if needed else None
     except (EOFError, ApplianceError):
-        return None, False, None
-    return reason, reauthenticate(password), password
+        return None, None
 
 
 def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, safety=None,
                  author: str | None = None, reauthenticate=None) -> Approval:
+    """The approval prompt: shows what the conversation core says is asked (``asked``) and reads
+    the answer, whose meaning is the core's (``answered``)."""
+    reauthenticate = reauthenticate or (lambda password: False)
+    question = asked(args, current, safety)
     print(f"\nThe assistant proposes a change to the record: {action_words(tool, args)}")
-    pid = args.get("patient_id")
-    if pid:
-        other = current is not None and current.patient_id is not None and pid != current.patient_id
-        shown = current.label(pid) if current is not None else pid
-        print(f"Patient: {shown}" + ("  (NOT the current patient)" if other else ""))
+    if question.patient_id:
+        print(f"Patient: {question.patient}" + ("  (NOT the current patient)" if question.not_current else ""))
     if author:
         print(f"Author: {author}")
     if safety is not None:
@@ -102,11 +103,9 @@ def ask_approval(tool: str, args: dict, current: CurrentPatient | None = None, s
     except EOFError:
         answer = ""
     if answer not in ("y", "yes"):
-        return Approval(False, args, "rejected at the terminal")
-    if safety is None or not safety.needs_override:
-        return Approval(True, args)
-    reason, reauthenticated, password = _override(safety, reauthenticate or (lambda password: False))
-    return Approval(True, args, reason, override_reason=reason, reauthenticated=reauthenticated, password=password)
+        return answered(args, False, rejected="rejected at the terminal")
+    reason, password = _override(reauthenticate) if question.needs_override else (None, None)
+    return answered(args, True, safety, reason=reason, password=password, reauthenticate=reauthenticate)
 
 
 def interactive_session(settings: Settings, patient_id: str | None = None, script: dict | None = None,
