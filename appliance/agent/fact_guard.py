@@ -27,7 +27,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from appliance.agent.reading.patient_refs import find_patient_ids
+from appliance.agent.reading.patient_refs import find_patient_ids, id_words
 from appliance.medication.names import DrugRecogniser
 from ehr_db.codes import SNOMED_CONDITIONS
 
@@ -171,7 +171,7 @@ def unsupported_facts(answer: str, sources: str, drugs: DrugRecogniser, *, patie
     """The facts ``answer`` names that ``sources`` does not hold (see the module docstring),
     each once, in the order checked."""
     found: list[Unsupported] = []
-    known_ids = set(find_patient_ids(sources)) | set(re.findall(r"[A-Za-z0-9][A-Za-z0-9.\-]*", sources))
+    known_ids = set(find_patient_ids(sources)) | set(id_words(sources))
     found += [Unsupported("patient ID", pid) for pid in find_patient_ids(answer) if pid not in known_ids]
     sentences = re.split(r"(?<=[.!?;])\s+|\n", answer)
     allergy_text = " ".join(s for s in sentences if _ALLERGY_SENTENCE.search(s))

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from appliance.agent.nodes.prompting import conversation
-from appliance.agent.nodes.router import Limits, task_status
+from appliance.agent.progress import Limits, task_status
 from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import RetryStrategy
 from appliance.agent.state import AgentState, Node

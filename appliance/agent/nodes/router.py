@@ -2,15 +2,10 @@
 
 Invariants:
 - A pure function of the state and limits; no model call, no I/O.
-- The model never judges sufficiency: completion is step cap, duplicate call, or task
-  patterns (the steps the clinician's instruction names -> tools that must have run;
-  ``task_patterns``), else one good tool is enough. Dictated text names no step.
-- A tool that was skipped by the error handler counts as handled, so a skip continues the
-  task instead of selecting the same tool again.
+- Whether the task is complete and which steps remain are ``appliance.agent.progress``'s
+  answers (re-exported here): the model never judges sufficiency.
 
-Choices beyond the seed (docs/design.md §14): a patient ID already known (typed in the query, or
-the patient open in the terminal or current in the line session when the query names no
-patient) removes search_patient from what a pattern requires; a
+Choices beyond the seed (docs/design.md §14): a
 patient search with zero matches ends the loop (nothing further can be looked up); the error
 path is taken when the call failed (code knows), not when the model labels a successful result
 as an error (that label is overruled and recorded in the reason).
@@ -20,24 +15,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.agent.knowledge_requests import (
-    KNOWLEDGE_TOOLS,
-    STEP_OF_TOOL,
-    calls_not_done,
-    chart_only_implied,
+from appliance.agent.progress import (
+    Limits,
+    handled_tools,
+    is_duplicate_call,
+    patient_id_known,
+    required_tools,
+    steps_not_done,
+    task_status,
 )
-from appliance.agent.reading.request import reading_of
-from appliance.agent.reading.task_patterns import SEARCH, Step
 from appliance.agent.state import AgentState, Node
 
+__all__ = ["Limits", "Route", "clarification_for_matches", "handled_tools", "is_duplicate_call", "patient_id_known",
+           "required_tools", "route", "steps_not_done", "task_status"]
+
 ERROR_QUALITIES = ("error_retryable", "error_fatal")
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_steps: int = 4
-    max_retries: int = 2
-    max_total_retries: int = 4
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -46,70 +39,6 @@ class Route:
     reason: str
     clarification: str | None = None
     strict_selection: bool = False
-
-
-def patient_id_known(state: AgentState) -> bool:
-    """An ID in the clinician's words, or the open (current) patient unless the words name a
-    patient: "patient Maria Garcia" with John Smith open still needs a search."""
-    e = state.extracted_entities
-    return bool(e.patient_ids or (state.selected_patient_id and not e.patient_names))
-
-
-def required_tools(state: AgentState) -> set[str]:
-    steps = reading_of(state).steps
-    needed = {step.tool for step in steps}
-    if state.knowledge_calls:  # code read the look-ups: its calls stand for the knowledge steps
-        needed = (needed - KNOWLEDGE_TOOLS) | {c.tool for c in state.knowledge_calls}
-        if chart_only_implied(state):
-            needed.discard("get_patient_chart")
-    if state.extracted_entities.patient_names and not patient_id_known(state):
-        needed.add("search_patient")
-    # "Find John Smith ..." names a patient as surely as "patient John Smith": only a typed ID
-    # stands in for that search, not the patient who happens to be open.
-    searched_by_name = SEARCH in steps and not state.extracted_entities.patient_ids
-    if patient_id_known(state) and not searched_by_name:
-        needed.discard("search_patient")
-    return needed
-
-
-def handled_tools(state: AgentState) -> set[str]:
-    done = {r.tool_name for r in state.tool_results if r.error_type is None}
-    return done | set(state.skipped_tools)
-
-
-def steps_not_done(state: AgentState) -> tuple[Step, ...]:
-    """The steps the request names that neither ran nor were skipped, in the order named."""
-    missing = required_tools(state) - handled_tools(state) | {c.tool for c in calls_not_done(state)}
-    steps = [SEARCH] if "search_patient" in missing else []
-    steps += [s for s in reading_of(state).steps if s.tool in missing and s.tool != "search_patient"]
-    steps += [STEP_OF_TOOL[t] for t in dict.fromkeys(c.tool for c in state.knowledge_calls)
-              if t in missing and STEP_OF_TOOL[t] not in steps]
-    return tuple(steps)
-
-
-def is_duplicate_call(state: AgentState) -> bool:
-    """The last call repeats an earlier successful call (same tool, same arguments)."""
-    if len(state.tool_results) < 2:
-        return False
-    last = state.tool_results[-1].signature()
-    return any(r.signature() == last and r.error_type is None for r in state.tool_results[:-1])
-
-
-def task_status(state: AgentState, limits: Limits) -> tuple[bool, str]:
-    """(complete, reason) from the deterministic termination rules."""
-    if state.step_count >= limits.max_steps:
-        return True, f"step limit reached ({state.step_count}/{limits.max_steps})"
-    if is_duplicate_call(state):
-        return True, "the same call was repeated; stopping the loop"
-    needed = required_tools(state)
-    missing = needed - handled_tools(state) | {c.tool for c in calls_not_done(state)}
-    if needed:
-        if missing:
-            return False, "the request still needs: " + ", ".join(sorted(missing))
-        return True, "every part of the request has been looked up"
-    if handled_tools(state):
-        return True, "one result answers a single-part request"
-    return False, "no usable result yet"
 
 
 def clarification_for_matches(result: dict, name: str) -> str:
@@ -121,7 +50,7 @@ def clarification_for_matches(result: dict, name: str) -> str:
     return f"I found {n} patients matching '{name}'. Which one did you mean?\n" + "\n".join(lines)
 
 
-def route(state: AgentState, limits: Limits = Limits()) -> Route:
+def route(state: AgentState, limits: Limits = DEFAULT_LIMITS) -> Route:
     last = state.last_tool_result
     if state.current_tool == "none":
         complete, why = task_status(state, limits)

@@ -33,8 +33,9 @@ from appliance.agent import chart_answers, code_answers
 from appliance.agent.fact_guard import sources_text, unsupported_facts
 from appliance.agent.grounding import clinician_text
 from appliance.agent.nodes.prompting import conversation, shortenable
-from appliance.agent.nodes.router import steps_not_done
+from appliance.agent.progress import steps_not_done
 from appliance.agent.reading.request import reading_of
+from appliance.agent.reading.words import words
 from appliance.agent.reading.write_requests import NOT_CHANGED
 from appliance.agent.state import AgentState, Node
 from appliance.agent.tool_results import not_in_database_message
@@ -324,21 +325,17 @@ _STOPWORDS = frozenset("""a an and are as at be been but by for from has have in
 to was were will with not no this these those their there which who what when where how patient patients""".split())
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*", text.lower())
+def _shingles(found: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(found[i:i + _SHINGLE]) for i in range(len(found) - _SHINGLE + 1)}
 
 
-def _shingles(words: list[str]) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)}
-
-
-_INSTRUCTION_SHINGLES = _shingles(_words(SYSTEM_PROMPT))
+_INSTRUCTION_SHINGLES = _shingles(words(SYSTEM_PROMPT))
 
 
 def _repeats_itself(answer: str) -> bool:
     """A sentence or line said three times or more (a base model looping: "If the patient is an
     adult, do not provide a medical history." over and over)."""
-    parts = [" ".join(_words(p)) for p in re.split(r"(?<=[.!?])\s+|\n+", answer)]
+    parts = [" ".join(words(p)) for p in re.split(r"(?<=[.!?])\s+|\n+", answer)]
     counts: dict[str, int] = {}
     for part in parts:
         if len(part.split()) >= 3:
@@ -353,7 +350,7 @@ def answer_problem(answer: str, state: AgentState) -> str | None:
     if not answer.strip():
         return "empty"
     lowered = answer.lower()
-    if any(marker in lowered for marker in _SCAFFOLD) or _shingles(_words(answer)) & _INSTRUCTION_SHINGLES:
+    if any(marker in lowered for marker in _SCAFFOLD) or _shingles(words(answer)) & _INSTRUCTION_SHINGLES:
         return "repeated the instructions"
     if _repeats_itself(answer):
         return "repeated itself"
@@ -362,8 +359,8 @@ def answer_problem(answer: str, state: AgentState) -> str | None:
                         if r.error_type is None and r.tool_name not in WRITE_TOOLS)
     if state.image_findings:
         findings += " " + " ".join(map(str, state.image_findings.get("findings") or ()))
-    content = {w for w in _words(findings) if len(w) > 3 and w not in _STOPWORDS}
-    if content and not content & set(_words(answer)):
+    content = {w for w in words(findings) if len(w) > 3 and w not in _STOPWORDS}
+    if content and not content & set(words(answer)):
         return "used none of the findings"
     return None
 

@@ -29,9 +29,9 @@ from appliance.agent.nodes.prompting import (
     conversation,
     shortenable,
 )
-from appliance.agent.nodes.router import steps_not_done
 from appliance.agent.order_calls import ORDER_TOOLS, order_call
 from appliance.agent.orders import code_patient, prescription_from_words
+from appliance.agent.progress import steps_not_done
 from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.write_requests import PRESCRIBE
 from appliance.agent.schemas import NextToolSelection, ToolSelection

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from appliance.agent.reading.dictation import instruction_text
+from appliance.agent.reading.words import name_words
 from appliance.agent.reading.write_requests import (
     CHANGE,
     PRESCRIBE,
@@ -135,7 +136,7 @@ def read_misspelt_drug(head: str, writes: tuple[str, ...], drugs: DrugRecogniser
     """The parse behind ``misspelt_drug``: ``head`` is the instruction, ``writes`` its write requests."""
     if not writes or drugs.find(head):
         return None
-    for word in re.findall(r"[A-Za-z][A-Za-z\-]{3,}", head):
+    for word in name_words(head, 4):
         close = suggestion(word, drugs)
         if close:
             return word, close

@@ -34,13 +34,12 @@ import re
 
 from appliance.agent.reading.current import reading_for
 from appliance.agent.reading.dictation import instruction_text
+from appliance.agent.reading.words import name_words
 from appliance.medication.changes import change_verb, read_change
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.order_words import AMOUNT_RE, AS_NEEDED_RE, FREQUENCY_RES
 from appliance.medication.spelling import suggestion
-
-PRESCRIBE, ALLERGY, NOTE = "prescribe_medication", "add_allergy", "save_clinical_note"
-CHANGE, STATUS = "change_medication_order", "update_medication_status"
+from mcp_servers.contracts import ALLERGY, CHANGE, NOTE, PRESCRIBE, STATUS
 
 # Lead-ins that keep a clause imperative; "should I" / "is it" / "what if" do not.
 _LEAD = r"(?:(?:please|kindly|now|also|then|and|ok|okay|so)\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|go ahead and\s+|i(?:'d| would)? (?:like|want) (?:you )?to\s+|let's\s+)*"
@@ -147,8 +146,8 @@ def change_request(clause: str) -> str | None:
     drugs = drug_names()
     change = read_change(clause, drugs)
     if change is None:
-        words = re.findall(r"[A-Za-z][A-Za-z\-]+", clause[verb.end():])[:3]
-        return (CHANGE if action == "change" else STATUS) if any(suggestion(w, drugs) for w in words) else None
+        after = name_words(clause[verb.end():])[:3]
+        return (CHANGE if action == "change" else STATUS) if any(suggestion(w, drugs) for w in after) else None
     if change.switch_to:
         return PRESCRIBE if _named_amount(change.order.text, 0) is not None or change.order.dose else None
     if action == "change":

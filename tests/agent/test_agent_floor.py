@@ -1,0 +1,111 @@
+"""The agent floor's shape (docs/design.md §3-§5): nodes do not import each other, and one
+rule decides what may be a patient ID in words and one tokeniser splits words, for the whole
+agent package."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import appliance.agent as agent_package
+from appliance.agent import fact_guard, grounding, orders
+from appliance.agent.nodes import synthesize
+from appliance.agent.reading import patient_refs, request, words
+from appliance.agent.state import Node
+
+NODES_DIR = Path(agent_package.__file__).parent / "nodes"
+AGENT_DIR = Path(agent_package.__file__).parent
+# One module per graph node; nodes/ also holds prompting.py, the prompt helpers nodes share.
+NODE_MODULES = {"input_assembly", "intent_classify", "tool_select", "tool_execute", "result_classify", "router",
+                "error_handler", "synthesize"}
+
+
+def test_every_graph_node_has_its_module_and_only_helpers_sit_beside_them():
+    assert len(NODE_MODULES) == len(Node)
+    files = {p.stem for p in NODES_DIR.glob("*.py")} - {"__init__"}
+    assert NODE_MODULES <= files and files - NODE_MODULES == {"prompting"}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}  # "from appliance.agent.nodes import router"
+    return found
+
+
+def test_no_node_imports_another_node():
+    crossings = {
+        name: sorted(m for m in _imported_modules(NODES_DIR / f"{name}.py")
+                     if m.startswith("appliance.agent.nodes.") and m.split(".")[3] in NODE_MODULES - {name})
+        for name in NODE_MODULES
+    }
+    assert {name: found for name, found in crossings.items() if found} == {}
+
+
+def _agent_modules():
+    for info in pkgutil.walk_packages(agent_package.__path__, "appliance.agent."):
+        yield importlib.import_module(info.name)
+
+
+def _patterns():
+    for module in _agent_modules():
+        for attr, value in vars(module).items():
+            if isinstance(value, re.Pattern):
+                yield module.__name__, attr, value
+
+
+# Patterns that find ID-shaped words for another job, with the job.
+NOT_ID_RULES = {
+    ("appliance.agent.fact_guard", "_NOT_VALUES"):
+        "blanks dates and every hyphenated code with digits ('COVID-19', 'NCT-DEMO-1') before reading measured "
+        "values; it decides no patient ID",
+}
+
+
+def test_one_rule_decides_a_word_that_may_be_a_patient_id():
+    rule = {id(patient_refs.RECORD_SHAPE_RE), id(patient_refs.ID_WORD_RE), id(patient_refs.UUID_RE),
+            id(patient_refs.MRN_RE)}
+    finders = set()
+    for module, attr, pattern in _patterns():
+        found = {m.group(0) for m in pattern.finditer("for pat-7 and abc-123")}
+        if found & {"pat-7", "abc-123"} and id(pattern) not in rule and (module, attr) not in NOT_ID_RULES:
+            finders.add(f"{module}.{attr}")
+    assert finders == set()
+    # The agent's ID questions are answered by that rule's functions, not by copies.
+    assert orders.short_ids is patient_refs.short_ids
+    assert request.typed_ids is patient_refs.typed_ids and request.find_patient_ids is patient_refs.find_patient_ids
+    assert fact_guard.find_patient_ids is patient_refs.find_patient_ids and fact_guard.id_words is patient_refs.id_words
+
+
+def test_the_id_rule_reads_ids_and_the_short_shapes_apart():
+    text = "chart for pat-7, then abc-123 and COVID-19 notes"
+    assert patient_refs.find_patient_ids(text) == ("abc-123",)
+    assert patient_refs.short_ids(text) == ("pat-7", "COVID-19")
+    assert {"pat-7", "abc-123"} <= patient_refs.typed_ids(text)
+
+
+def test_one_tokeniser_splits_words_for_the_whole_agent():
+    tokenisers = set()
+    for module, attr, pattern in _patterns():
+        pieces = [t for t in pattern.findall("Metformin 500mg twice daily") if isinstance(t, str) and t.strip()]
+        if len(pieces) >= 4 and pattern is not patient_refs.ID_WORD_RE:
+            tokenisers.add(f"{module}.{attr}")
+    assert tokenisers == {"appliance.agent.reading.words._WORD_RE", "appliance.agent.reading.words._NAME_WORD_RE"}
+    # Grounding, the answer guard and the patient choice compare words with the same function.
+    assert grounding.words is synthesize.words is patient_refs.words is words.words
+    assert words.words("Metformin 500mg, twice-daily") == ["metformin", "500", "mg", "twice", "daily"]
+
+
+def test_no_agent_module_compiles_its_own_word_or_id_pattern_inline():
+    # Inline patterns (re.findall(r"...", text)) escape the module-level check: the old ones are gone.
+    old = (r"[A-Za-z0-9][A-Za-z0-9.\-]*", r"[a-z0-9]+(?:[.'-][a-z0-9]+)*", r"[A-Za-z]{2,10}-\d{1,2}",
+           r"[A-Za-z][A-Za-z\-]{3,}", r"[A-Za-z][A-Za-z\-]+")
+    hits = {f"{p.relative_to(AGENT_DIR)}: {o}" for p in AGENT_DIR.rglob("*.py") for o in old if o in p.read_text()}
+    assert hits == set()
