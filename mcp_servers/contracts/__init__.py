@@ -84,8 +84,9 @@ from mcp_servers.tool_errors import (
     tool_error_message,
 )
 
-# MCP annotations of a lookup that reads a rebuilt store and nothing else (the UMLS server's
-# tools, which are not the agent's): same answer for the same call, no side effect, nothing outside.
+# MCP annotations of a lookup that reads a rebuilt store and nothing else, for the servers' tools
+# that have no record (the UMLS server's, the vocabularies): same answer for the same call, no
+# side effect, nothing outside. A record's hints are its own (``Tool.annotations``).
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 
 # The tables, read off the records (docs/design.md §12).
