@@ -1,11 +1,16 @@
-"""Choosing a patient in words (appliance.patient_choice) as a table: which lines open a patient
+"""Choosing a patient in words (appliance.conversation.patient_choice) as a table: which lines open a patient
 by code, which picks from the last list shown, and which go on to the agent untouched."""
 
 from __future__ import annotations
 
 import pytest
 
-from appliance.patient_choice import Shown, only_a_choice, open_request, resolve
+from appliance.conversation.patient_choice import (
+    Shown,
+    only_a_choice,
+    open_request,
+    resolve,
+)
 from appliance.tools.base import ToolOutcome
 
 WILSONS = [{"patient_id": f"pat-01{i}", "name": "James Wilson", "birth_date": f"19{50 + 10 * i}-06-01"} for i in range(3)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.state import TraceEvent
-from appliance.turn_outcome import saved_words, stopped_words, writes_done
+from appliance.conversation.turn_outcome import saved_words, stopped_words, writes_done
 
 
 def execute(tool: str, pid: str, error_type: str | None = None) -> TraceEvent:

@@ -99,7 +99,7 @@ class TurnFailed(Message):
 
 
 class PatientWords(Message):
-    """What a line choosing a patient in words found (``appliance.patient_choice``), and the
+    """What a line choosing a patient in words found (``appliance.conversation.patient_choice``), and the
     list of patients the clinician has now seen."""
 
     def __init__(self, text: str, outcome: Any, shown: tuple) -> None:

@@ -1,5 +1,5 @@
 """Patient context for the clinic terminal: search and open a patient, close it, load the chart,
-and choose one in words as the line session does (``appliance.patient_choice``: "pull up james
+and choose one in words as the line session does (``appliance.conversation.patient_choice``: "pull up james
 wilson", then "the one born 1960"; a typo offers the closest names).
 
 A mixin of ``ClinicApp``: these handlers and actions run on the UI thread. The open patient and
@@ -16,7 +16,7 @@ from __future__ import annotations
 from textual import work
 
 from appliance.conversation import Conversation
-from appliance.patient_choice import Shown, open_request, resolve
+from appliance.conversation.patient_choice import Shown, open_request, resolve
 from appliance.tools.base import ToolOutcome
 from tui import events
 from tui.backend import call_tool

@@ -9,7 +9,7 @@ Invariants:
   about.
 - What a turn's end shows and saves is the conversation core's (``Conversation.answered``,
   ``stopped``, ``failed``, the line session's too): a cancelled turn says what it wrote and what
-  it did not (``appliance.turn_outcome``, from the turn's trace); the chart is reloaded after a
+  it did not (``appliance.conversation.turn_outcome``, from the turn's trace); the chart is reloaded after a
   write to it.
 """
 
@@ -19,7 +19,7 @@ import time
 
 from appliance.agent.state import TraceEvent
 from appliance.conversation import Conversation
-from appliance.turn_outcome import saved_words, writes_done
+from appliance.conversation.turn_outcome import saved_words, writes_done
 from tui import events
 from tui.workers import Turn
 

@@ -33,10 +33,10 @@ from appliance.accounts.sessions import (
     StoredMessage,
 )
 from appliance.conversation.current import KEEP, CurrentPatient, turn_patient
+from appliance.conversation.patient_choice import Shown
 from appliance.conversation.rule import starts_new_conversation, turn_patients
-from appliance.patient_choice import Shown
+from appliance.conversation.turn_outcome import stopped_words
 from appliance.screen_text import allowed_patient_ids, screen_safe
-from appliance.turn_outcome import stopped_words
 from appliance.wording import safety_lines
 
 

@@ -36,6 +36,7 @@ from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.config import Settings
 from appliance.conversation import Conversation, CurrentPatient
 from appliance.conversation.approval import answered, asked
+from appliance.conversation.patient_choice import resolve
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
 from appliance.line_session.patients import (
     NEW_CONVERSATION,
@@ -51,7 +52,6 @@ from appliance.line_session.saved import (
     session_clinician,
     show_resumed,
 )
-from appliance.patient_choice import resolve
 from appliance.tools.base import Approval, signed_by
 from appliance.wording import action_words
 from common.operator import operator_name

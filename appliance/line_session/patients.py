@@ -5,7 +5,7 @@ when that starts a new conversation."""
 from __future__ import annotations
 
 from appliance.conversation import Conversation
-from appliance.patient_choice import Outcome, search_and_pick
+from appliance.conversation.patient_choice import Outcome, search_and_pick
 from common.patient_ids import is_patient_id
 
 LOOKUP_SECONDS = 20.0
@@ -16,7 +16,7 @@ NEW_CONVERSATION = ("A new conversation starts for {}; the previous one is saved
 def find_patient(name: str, conversation: Conversation, tools) -> None:
     """``/find NAME``: one match is opened; several are listed with birth dates and IDs and
     remembered (the conversation's ``shown``) so the clinician can pick one in words; a name with
-    no exact match offers the closest names (``appliance.patient_choice``)."""
+    no exact match offers the closest names (``appliance.conversation.patient_choice``)."""
     if not name:
         print("Type /find and a name, e.g. /find Emily Johnson.")
         return
@@ -24,7 +24,7 @@ def find_patient(name: str, conversation: Conversation, tools) -> None:
 
 
 def searcher(tools):
-    """The record's patient search, as ``appliance.patient_choice`` calls it."""
+    """The record's patient search, as ``appliance.conversation.patient_choice`` calls it."""
     return lambda name: tools.call("search_patient", {"name": name}, LOOKUP_SECONDS)
 
 
