@@ -173,6 +173,12 @@ def trial_details(result: dict) -> str:
             lines += [f"- {c}" for c in items[:12]]
             if len(items) > 12:
                 lines.append(f"({len(items) - 12} more)")
+    notes = [str(n) for n in result.get("eligibility_notes") or []]
+    if notes:
+        lines.append("Eligibility notes:")
+        lines += [f"- {n}" for n in notes[:6]]
+    if not (result.get("inclusion_criteria") or result.get("exclusion_criteria") or notes):
+        lines.append(str(result.get("note") or "Eligibility criteria: not in the local trial cache."))
     lines.append("Source: the appliance's local copy of the ClinicalTrials.gov record.")
     return "\n".join(lines)
 

@@ -357,9 +357,13 @@ def routed_by_code(state: AgentState) -> bool:
 
 def chart_only_implied(state: AgentState) -> bool:
     """The chart step comes only from chart words read beside a look-up ("amoxicillin in
-    penicillin allergy") with no patient known: no chart is asked for."""
-    return bool(state.knowledge_calls) and not code_patient(state) and CHART.position(
-        instruction_text(state.user_query)) is None
+    penicillin allergy"), or from lab words said of a drug and of no patient ("what labs to
+    monitor with methotrexate"), with no patient known: no chart is asked for."""
+    if not state.knowledge_calls or code_patient(state):
+        return False
+    text = instruction_text(state.user_query)
+    return CHART.position(text) is None or (not kw.PATIENT_REF.search(text)
+                                            and CHART.position(kw.LAB_WORDS.sub(" ", text)) is None)
 
 
 def summary(calls: tuple[KnowledgeCall, ...]) -> str:

@@ -61,6 +61,12 @@ FOLLOW_UP = re.compile(r"^\s*(?:and|also|what\s+about|how\s+about|any|same\s+for
 # A follow-up that adds a drug to the one just discussed ("and with Flagyl?", "what about with aspirin").
 WITH_EARLIER = re.compile(r"^\s*(?:(?:and|also|what\s+about|how\s+about|same)\s+)?(?:with|w/|plus|alongside|"
                           r"together\s+with|on\s+top\s+of)\b", re.IGNORECASE)
+# Lab words, said of a drug ("what labs to monitor with methotrexate"), and the words that make
+# them a patient's ("her labs", "the patient's bloods").
+LAB_WORDS = words(r"labs", r"lab\s+(?:results?|values?|work|tests?)", r"laboratory\s+(?:results?|tests?)", r"bloods",
+                  r"blood\s+(?:tests?|work)")
+PATIENT_REF = words(r"his", r"her", r"hers", r"their", r"patient'?s", r"pt'?s", r"this\s+(?:patient|pt)", r"charts?",
+                    r"records?")
 NCT_ID = re.compile(r"\bNCT(?:\d{8}|-DEMO-\d+)\b", re.IGNORECASE)
 PHASE = re.compile(r"\bphase\s*(1|2|3|4|i{1,3}|iv)\b", re.IGNORECASE)
 ROMAN = {"i": "1", "ii": "2", "iii": "3", "iv": "4"}
@@ -83,7 +89,8 @@ FILLER = frozenset("""a an the any some what whats is are was were be there do d
     running conducting doing happening going""".split())
 # Words that say who, not what, in a prescreen ("any trials she might qualify for?").
 PRESCREEN_FILLER = FILLER | frozenset("""he she him her they them his hers their might may would could qualify
-    qualifies eligible eligibility candidate candidates match matches prescreen pre-screen screen be fit suitable""".split())
+    qualifies eligible eligibility candidate candidates match matches prescreen pre-screen screen be fit suitable
+    join enter enrol enroll take part get into""".split())
 # Words a typo check never reads as a drug: the request's own vocabulary.
 NOT_TYPOS = frozenset("""about warning warnings safety effects effect adverse boxed interact interacts interaction
     interactions contraindications contraindicated pregnancy pregnant dosing dosage doses kidney renal hepatic

@@ -84,6 +84,16 @@ ROWS = [
     ("combining sertraline and tramadol", INTERACT, {"drug_names": {"sertraline", "tramadol"}}, None),
     ("can he take naproxen alongside apixaban", INTERACT, {"drug_names": {"naproxen", "apixaban"}}, None),
     ("does ciprofloxacin interact with warfrin", INTERACT, {"drug_names": {"ciprofloxacin", "warfarin"}}, None),
+    # a pair joined by '+', 'w/' or 'in someone on' is the pair, whatever else is asked; "pt on X, ok to add Y"
+    ("naproxen + lithium - kidney risk?", INTERACT, {"drug_names": {"naproxen", "lithium"}}, None),
+    ("clonazepam w/ oxycodone", INTERACT, {"drug_names": {"clonazepam", "oxycodone"}}, None),
+    ("pt on lithium, Na 131, ok to add HCTZ?", INTERACT, {"drug_names": {"lithium", "hydrochlorothiazide"}}, None),
+    ("Norco and Valium - any concern?", INTERACT, {"drug_names": {"hydrocodone-acetaminophen", "diazepam"}}, None),
+    ("and with clarithromycin?", INTERACT, {"drug_names": {"warfarin", "clarithromycin"}}, PAIR_TALK),
+    # label shorthand; lab words said of a drug, not of a patient
+    ("AEs of Januvia", S, {"drug_name": "sitagliptin"}, None),
+    ("who shouldn't take Flomax", S, {"drug_name": "tamsulosin"}, None),
+    ("what bloods to monitor on lithium", S, {"drug_name": "lithium"}, None),
     # the literature
     ("evidence for SGLT2 inhibitors in heart failure", L, {"query": "SGLT2 inhibitors heart failure"}, None),
     ("any studies on metformin and cancer risk", L, {"query": "metformin cancer risk"}, None),
@@ -99,6 +109,7 @@ ROWS = [
     ("clinical trials enrolling for mesothelioma", T, {"condition": "mesothelioma"}, None),
     ("trials of semaglutide in obesity", T, {"condition": "obesity", "intervention": "semaglutide"}, None),
     ("completed trials for asthma", T, {"condition": "asthma", "status": "completed"}, None),
+    ("is anyone recruiting for COPD", T, {"condition": "COPD"}, None),
     ("details of NCT-DEMO-0001", D, {"nct_id": "NCT-DEMO-0001"}, None),
 ]
 
@@ -197,5 +208,9 @@ def test_trial_words_about_the_open_patient_are_the_prescreen(agent_parts):
     calls = read_request(AgentState(user_query="any trials for this patient with asthma?",
                                     selected_patient_id="abc-123"), drugs)
     assert calls[0].tool == "prescreen_for_trials"
+    # who the trial is for is not its condition
+    calls = read_request(AgentState(user_query="would she qualify for any asthma trials?",
+                                    selected_patient_id="abc-123"), drugs)
+    assert [(c.tool, c.args["condition"]) for c in calls] == [("prescreen_for_trials", "asthma")]
     # no patient: which one is not code's to guess
     assert read_request(AgentState(user_query="is she eligible for any trials?"), drugs) == ()
