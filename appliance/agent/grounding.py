@@ -52,7 +52,7 @@ FREE_TEXT_FIELDS = ToolTable(lambda tool: tool.free_text_fields)
 COPIED_RUN = 4
 # Write fields that name a drug: the generic of a drug the clinician named is theirs too
 # ("Tylenol" written, "acetaminophen" prescribed), since INPUT_ASSEMBLY offers the generic.
-DRUG_FIELDS = frozenset({"medication_name", "substance"})
+DRUG_FIELDS = frozenset({"medication_name", "new_medication_name", "substance"})
 
 
 def validate_args(tool: str, args: dict | None) -> tuple[dict | None, str | None, list[str]]:

@@ -108,10 +108,13 @@ class PrescribeMedicationArgs(ToolArgs):
 
 
 class ChangeMedicationArgs(ToolArgs):
-    """A new dose or frequency for an order on the chart: null keeps the order's own."""
+    """A new dose or frequency for an order on the chart: null keeps the order's own. A switch
+    names the drug the order is switched to (``new_medication_name``; null: the same drug), with
+    that drug's own dose and frequency."""
 
     patient_id: PatientId
     medication_name: Name
+    new_medication_name: Name | None
     dosage: str | None = Field(max_length=40)
     frequency: str | None = Field(max_length=40)
     reason: str | None = Field(max_length=200)

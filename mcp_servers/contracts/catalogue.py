@@ -101,10 +101,12 @@ register(Tool(
     CHANGE, "ehr", ChangeMedicationArgs, "Medication Change",
     "Change the dose or frequency of a medication the patient already takes (null keeps the "
     "current one); the old order is replaced, not duplicated. Use when the clinician wants to "
-    "increase, decrease, titrate or change a current medication.",
+    "increase, decrease, titrate or change a current medication, or switch it to another drug "
+    "(new_medication_name, with that drug's dose and frequency; null when the drug stays).",
     "Increase metformin to 1000 mg twice daily for pat-004.",
-    approval="clinician_after_safety", sig=True, said_fields=("medication_name", "dosage", "frequency"),
-    keeps_when_null=("dosage", "frequency"), free_text_fields=("reason",),
+    approval="clinician_after_safety", sig=True,
+    said_fields=("medication_name", "new_medication_name", "dosage", "frequency"),
+    keeps_when_null=("new_medication_name", "dosage", "frequency"), free_text_fields=("reason",),
 ))
 register(Tool(
     STATUS, "ehr", MedicationStatusArgs, "Medication Status Change",

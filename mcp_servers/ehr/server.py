@@ -222,19 +222,23 @@ def change_medication_order(args: ChangeMedicationArgs, idempotency_key: str | N
                             approval: ApprovalRecord | None = None, sig: SigRecord | None = None) -> dict[str, Any]:
     """Change the dose or frequency of a medication the patient takes: the active order of
     medication_name is replaced by a new one linked to it (null dosage or frequency keeps the
-    order's own). reason may be null. Returns the new order's id and the id it replaced."""
+    order's own). A switch names new_medication_name with its own dosage and frequency: the old
+    order is stopped ("switched to ...") and the new drug's written, linked, in one write.
+    reason may be null. Returns the new order's id and the id it replaced."""
     patient_id, medication_name, dosage, frequency, reason = (
         args.patient_id, args.medication_name, args.dosage, args.frequency, args.reason)
+    switch_to = args.new_medication_name
     caller = callers.caller()
     kept = callers.kept_approval(approval, caller)
     with as_tool_errors("change_medication_order", write=True):
         old = order_tools.order_for(_repository(), patient_id, medication_name, "change")
         if _prescription_check is not None:
-            kept = check_prescription(_prescription_check, _repository(), caller, kept, order_tools.as_prescription(old, patient_id, dosage, frequency),
+            kept = check_prescription(_prescription_check, _repository(), caller, kept, order_tools.as_prescription(old, patient_id, dosage, frequency, switch_to),
                               override_password(approval), tool="change_medication_order", without=old["id"])
         result = order_tools.change(_repository(), "change_medication_order", patient_id, medication_name,
                                     "change", caller.author, dosage=dosage, frequency=frequency, reason=reason,
-                                    order_id=old["id"], sig=sig, idempotency_key=idempotency_key, approval=kept)
+                                    order_id=old["id"], sig=sig, idempotency_key=idempotency_key, approval=kept,
+                                    new_medication_name=switch_to)
     log.info("change_medication_order: replaced")
     return result
 

@@ -45,9 +45,9 @@ def error(server, tool, args) -> tuple[str, str]:
     return parse_tool_error(str(exc.value))
 
 
-def change(dosage=None, frequency=None, reason=None, patient="abc-123", drug="metformin", **hidden):
-    return {"patient_id": patient, "medication_name": drug, "dosage": dosage, "frequency": frequency,
-            "reason": reason, **hidden}
+def change(dosage=None, frequency=None, reason=None, patient="abc-123", drug="metformin", new=None, **hidden):
+    return {"patient_id": patient, "medication_name": drug, "new_medication_name": new, "dosage": dosage,
+            "frequency": frequency, "reason": reason, **hidden}
 
 
 def status(action, reason=None, patient="abc-123", drug="metformin", **hidden):
@@ -163,3 +163,21 @@ def test_a_change_the_hosts_check_refuses_is_not_written_and_is_recorded(server,
     assert after["audit_log"] == before["audit_log"] + 1
     event = last_audit(ehr_path)
     assert event["tool"] == "rejection" and json.loads(event["arguments"])["details"]["tool"] == CHANGE
+
+
+def test_a_switch_on_the_server_is_one_write_checked_as_the_new_drug(server, ehr_path, checked):
+    (old,) = [o for o in orders(ehr_path, "abc-123", "lisinopril") if o["status"] == "active"]
+    result = call(server, CHANGE, change("50 mg", "once daily", "cough", drug="lisinopril", new="losartan"))
+    ((prescription, chart),) = checked
+    assert prescription == {"patient_id": "abc-123", "medication_name": "losartan", "dosage": "50 mg",
+                            "frequency": "once daily"}  # the new drug with its own values
+    assert old["id"] not in [m["id"] for m in chart["medications"]]  # against the chart without the old order
+    assert (result["medication_name"], result["replaces"]) == ("losartan", old["id"])
+    (stopped,) = [o for o in orders(ehr_path, "abc-123", "lisinopril") if o["id"] == old["id"]]
+    assert (stopped["status"], stopped["status_reason"]) == ("stopped", "switched to losartan: cough")
+    assert [o["replaces_id"] for o in orders(ehr_path, "abc-123", "losartan") if o["status"] == "active"] == [old["id"]]
+    audit = last_audit(ehr_path)
+    assert json.loads(audit["arguments"])["new_medication_name"] == "losartan"
+    before = row_counts(ehr_path)
+    kind, _ = error(server, CHANGE, change(None, None, drug="losartan", new="lisinopril"))  # no dose for the new drug
+    assert kind == "invalid_args" and row_counts(ehr_path) == before

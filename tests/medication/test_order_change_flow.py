@@ -91,8 +91,8 @@ def test_increase_metformin_replaces_the_active_order_after_approval_with_the_re
     result = _turn("increase metformin to 1000 bid", "abc-123", "change_medication_order", clinician)
     tool, args, report = clinician.seen[0]
     assert tool == "change_medication_order"
-    assert args == {"patient_id": "abc-123", "medication_name": "metformin", "dosage": "1000 mg",
-                    "frequency": "bid", "reason": None}
+    assert args == {"patient_id": "abc-123", "medication_name": "metformin", "new_medication_name": None,
+                    "dosage": "1000 mg", "frequency": "bid", "reason": None}
     # eGFR 42: the renal finding, on the new order's 2,000 mg a day (above the band's 1,000 mg cap)
     (renal,) = [f for f in report.findings if f.kind == "renal"]
     assert renal.severity == "high" and "eGFR 42" in renal.text and "2,000 mg a day" in renal.text, renal

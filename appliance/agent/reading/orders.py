@@ -118,8 +118,13 @@ def read_order_change(head: str, writes: tuple[str, ...], drugs: DrugRecogniser)
             continue
         args: dict = {"medication_name": change.generic or change.drug_text}
         if tool == CHANGE:
-            frequency = record_frequency(change.order) if change.order.frequency_text or change.order.as_needed else None
-            args.update(dosage=dosage_arg(change.order), frequency=frequency, reason=change.reason)
+            new = change.new_order  # a switch: the new drug's own values (never the old order's)
+            order = new or change.order
+            frequency = record_frequency(order) if order.frequency_text or order.as_needed else None
+            args.update(new_medication_name=new.drug_text if new else None,
+                        dosage=dosage_arg(order), frequency=frequency, reason=change.reason)
+            if new is not None and not (args["dosage"] and frequency):
+                args.update(dosage=None, frequency=None)  # asked for whole, before any approval
         else:
             args.update(action=change.action, reason=change.reason)
         return tool, args, change

@@ -23,8 +23,10 @@ Invariants:
   increase, titrate, change, stop, d/c, hold, resume, renew, refill, continue, ...) opening a
   clause and followed by a drug the recogniser knows, or a misspelling of one (for the
   question "did you mean ...?"): a new dose or frequency is ``change_medication_order``; stop,
-  hold, resume and renew are ``update_medication_status``. "switch to <drug>", and restarting
-  or continuing a drug with a new dose and frequency, are new prescriptions.
+  hold, resume and renew are ``update_medication_status``. A switch of a named order ("switch
+  lisinopril to losartan 50 mg daily") is ``change_medication_order`` with the new drug (one
+  write that stops the old order); "switch to <drug>" with no old drug, and restarting or
+  continuing a drug with a new dose and frequency, are new prescriptions.
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ def change_request(clause: str) -> str | None:
     if change is None:
         after = name_words(clause[verb.end():])[:3]
         return (CHANGE if action == "change" else STATUS) if any(suggestion(w, drugs) for w in after) else None
+    if change.new_order is not None:
+        return CHANGE  # "switch lisinopril to losartan ...": one change that stops the old order
     if change.switch_to:
         return PRESCRIBE if _named_amount(change.order.text, 0) is not None or change.order.dose else None
     if action == "change":
