@@ -26,9 +26,11 @@ from typing import Any
 from appliance.medication.orders import parse_order
 from appliance.medication.sig import sig_record
 from appliance.safety.chart_gate import ChartSafetyGate
-from mcp_servers.contracts import CHANGE, PRESCRIBE, SIG, SIG_TOOLS, STATUS
+from mcp_servers.contracts import CHANGE, PRESCRIBE, SIG, SIG_TOOLS, STATUS, ToolSet
 
 ORDER_TOOLS = frozenset({PRESCRIBE, CHANGE, STATUS})
+# The writes the safety gate checks before the clinician approves: their records' approval rule.
+SAFETY_CHECKED = ToolSet(lambda tool: tool.approval == "clinician_after_safety")
 ACTIVATING = frozenset({"resume", "renew"})
 _STATUSES = {CHANGE: ("active", "on-hold"), "renew": ("active", "on-hold", "completed"), "resume": ("on-hold",)}
 
@@ -118,7 +120,7 @@ def replacing(tool: str, args: dict) -> Callable[[dict, dict], tuple[dict, dict]
 
 def gate_write(tool: str, clean: dict, safety_gate) -> Any:
     """The safety report of a write (see the module docstring), or None when none is made."""
-    if safety_gate is None or tool not in ORDER_TOOLS:
+    if safety_gate is None or tool not in SAFETY_CHECKED:
         return None
     if tool == PRESCRIBE:
         return safety_gate(clean)
