@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+from appliance.agent.order_gate import ORDER_TOOLS
 from appliance.agent.orders import (
     change_from_words,
     code_patient,
@@ -24,8 +25,6 @@ from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.write_requests import CHANGE, PRESCRIBE, STATUS
 from appliance.agent.state import AgentState
 from appliance.medication.names import DrugRecogniser
-
-ORDER_TOOLS = frozenset({PRESCRIBE, CHANGE, STATUS})
 
 
 def order_call(state: AgentState, tool: str, drugs: DrugRecogniser) -> tuple[str, dict, bool, str] | None:
