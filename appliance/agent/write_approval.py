@@ -66,7 +66,7 @@ class WriteApproval:
             if not approval.approved:
                 record_rejection(self.tools, tool, clean.get("patient_id"), approval, report, self.deadline)
                 return with_safety(error_result(tool, clean, "rejected_by_user", approval.reason), report)
-            checked_drug = clean.get("medication_name")
+            checked_drug = (clean.get("medication_name"), clean.get("new_medication_name"))  # a switch's too
             edited, error_type, fields = validate_args(tool, approval.args)
             if not error_type and patient_ids is not None and edited["patient_id"] not in patient_ids:
                 error_type, fields = "missing_required_args", ["patient_id"]
@@ -74,7 +74,7 @@ class WriteApproval:
                 result = error_result(tool, approval.args, error_type, "edited arguments failed validation", fields)
                 return with_safety(result, report)
             clean = edited
-            if report is None or clean.get("medication_name") == checked_drug:
+            if report is None or (clean.get("medication_name"), clean.get("new_medication_name")) == checked_drug:
                 break  # approved as checked; a changed drug is checked and shown again
         else:
             return with_safety(error_result(tool, clean, "rejected_by_user", "the drug kept changing in approval"),

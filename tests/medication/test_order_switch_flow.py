@@ -69,3 +69,26 @@ def test_a_switch_without_the_new_drugs_dose_asks_for_it_and_writes_nothing(home
     assert TS not in [h.node for h in model.history]
     assert "To switch lisinopril to losartan, say losartan's dose and how often" in result.response, result.response
     assert _orders("abc-123", "lisinopril") + _orders("abc-123", "losartan") == before
+
+
+def test_a_switch_whose_new_drug_is_edited_in_approval_is_checked_again_as_the_edited_drug(home):
+    from appliance.tools.base import Approval
+
+    seen: list = []
+
+    def approver(tool, args, safety=None):
+        seen.append((dict(args), safety))
+        if len(seen) == 1:  # the clinician picks another ARB in the dialog
+            return Approval(True, {**args, "new_medication_name": "valsartan", "dosage": "80 mg"},
+                            override_reason=None, reauthenticated=None)
+        return Approval(False, dict(args), "checking the second report only")
+
+    model = ScriptedModel({**_script("change_medication_order")})
+    tools = InProcessToolBox()
+    try:
+        Agent(model, tools, Settings(), approver).run_turn("switch lisinopril to losartan 50 mg daily",
+                                                           patient_id="abc-123")
+    finally:
+        tools.close()
+    assert [s[1].drug for s in seen] == ["losartan", "valsartan"]  # shown again, checked as the edited drug
+    assert [o["status"] for o in _orders("abc-123", "lisinopril")] == ["active"]  # then refused: nothing written
