@@ -128,7 +128,7 @@ register(Tool(
     "Save a clinical note (progress, consult, procedure, discharge, telephone) to a patient's "
     "record. Use when the clinician wants to write or document a note.",
     "Save a note for pat-001: doing well.",
-    approval="clinician", free_text_fields=("note_text",),
+    approval="clinician", free_text_fields=("note_text",), dictated=True,
 ))
 register(Tool(
     "analyze_medical_image", "local", ImageAnalysisArgs, "Image Analysis",

@@ -53,6 +53,7 @@ class Tool:
     keeps_when_null: tuple[str, ...] = ()  # ... unless null: the record keeps its own value
     free_text_fields: tuple[str, ...] = ()  # may not copy what the model read this turn
     brief: bool = False  # the answer keeps to the most critical findings of its result
+    dictated: bool = False  # its arguments carry dictated text: TOOL_SELECT stage 2 is never cut short
     idempotent: bool = False  # the same call gives the same answer (MCP idempotentHint)
     # Other MCP clients may omit a nullable argument (it is then null); the agent sends every one.
     nulls_optional: bool = False
