@@ -40,12 +40,12 @@ from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from appliance.medication.names import DrugRecogniser
-from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS
+from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS, ToolSet
 
 TEMPERATURE = 0.0
 STAGE1_MAX_TOKENS = token_budget(NextToolSelection, 64)
 STAGE2_SEED_MAX_TOKENS = 128
-UNCUT_TOOLS = frozenset({"save_clinical_note"})  # a dictated note is never cut to fit 128 tokens
+UNCUT_TOOLS = ToolSet(lambda tool: tool.dictated)  # on the record: a dictated note is never cut to fit 128 tokens
 
 _TOOL_LIST = "\n".join(f'- {FULL_DESCRIPTIONS[name]} Example: "{TOOL_EXAMPLES[name]}"' for name in PROMPT_TOOLS)
 
