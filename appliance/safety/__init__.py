@@ -2,8 +2,10 @@
 anyone is asked to approve it.
 
 - ``check_prescription(drug, chart, knowledge) -> SafetyReport`` (``gate.py``): allergies and
-  class cross-reactivity, interactions with every active medication, duplicate therapy, and
-  pregnancy, renal function and age against the drug's safety data and curated tables.
+  class cross-reactivity, interactions with every active medication (active orders only: held,
+  draft, stopped and completed ones never count), duplicate therapy (``checks.py``), and
+  pregnancy, renal function (with the daily dose against the renal band's cap) and age against
+  the drug's safety data and curated tables (``patient_checks.py``).
 - ``SafetyReport`` (``report.py``): findings most severe first; ``blocking`` (a high finding),
   ``lines()`` for the approval dialog, ``formatted()`` for SYNTHESIZE and the line session,
   ``to_audit()`` for the write's audit row.
