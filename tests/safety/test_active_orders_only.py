@@ -58,3 +58,14 @@ def test_a_held_order_is_no_duplicate(repo, knowledge):
     report = check_prescription("warfarin", repo.get_patient_chart("pat-005"), knowledge,
                                 dosage="5 mg", frequency="once daily")
     assert not [f for f in report.findings if f.kind == "duplicate"], report.findings
+
+
+def test_resuming_a_held_warfarin_is_checked_against_the_ibuprofen_started_meanwhile(repo, knowledge):
+    """Why a held order may not count: the pair is caught when it would be taken together."""
+    _set_warfarin(repo, "hold")
+    repo.prescribe_medication("pat-005", "ibuprofen", "400 mg", "every 8 hours", author="dr-test")
+    chart = repo.get_patient_chart("pat-005")
+    (held,) = [m for m in chart["medications"] if m["medication_name"] == "Warfarin"]
+    resumed = check_prescription("Warfarin", chart, knowledge, dosage=held["dosage"], frequency=held["frequency"])
+    found = [f for f in resumed.findings if f.kind == "interaction" and "ibuprofen" in f.text.lower()]
+    assert found and found[0].severity == "high", resumed.findings
