@@ -15,7 +15,9 @@ Invariants:
   did not write: the value signed is the value typed (docs/design.md §12).
 - "switch to <drug>" and "change to <drug>" name a new drug (``switch_to`` is set). With the
   order's own drug named first ("switch lisinopril to losartan 50 mg daily", "change from
-  lisinopril to losartan"), the change is a switch of that order: ``order`` is the old drug
+  lisinopril to losartan": the new drug right after "to", nothing between but the old order's
+  own words; a drug named in a reason, "due to the new amiodarone", is no switch), the change
+  is a switch of that order: ``order`` is the old drug
   (its words before the new drug's) and ``new_order`` the new drug with its dose and frequency,
   read from the new drug's name on. With no old drug named there is no order to switch
   (``new_order`` None; the caller treats it as a new prescription).
@@ -93,13 +95,11 @@ def read_change(clause: str, drugs) -> OrderChange | None:
     action, verb = opened
     text = clause.strip()
     rest = text[verb.end():]
+    at = _switch_target(rest, drugs) if action == "change" else None
     switch_to = action == "change" and (bool(re.match(r"\s*(?:over\s+)?to\b", rest, re.IGNORECASE))
-                                        or len({m.generic for m in drugs.mentions(rest)}) > 1)
+                                        or at is not None)
     new_order = None
-    mentions = drugs.mentions(rest) if switch_to else []
-    if len({m.generic for m in mentions}) > 1:  # the old drug, then the one it is switched to
-        first = mentions[0].generic
-        at = next(m.start for m in mentions if m.generic != first)
+    if at is not None:  # the old drug, then the one it is switched to
         order, new_order = parse_order(rest[:at], drugs), parse_order(rest[at:], drugs)
         if order.drug_text is None or new_order.drug_text is None:
             return None
@@ -124,6 +124,25 @@ def read_change(clause: str, drugs) -> OrderChange | None:
             if reason and named.frequency_text and reason.startswith(named.frequency_text):
                 reason = None
     return OrderChange(action, verb.group("verb"), order, reason, relative, switch_to, new_order)
+
+
+# Between the order's drug and the drug it is switched to: its own words (a dose, "the", "from"),
+# then "to" or "over to" right before the new drug; a reason ("due to amiodarone") is no switch.
+_SWITCH_GAP = re.compile(r"(?:(?!\b(?:due|owing|because|secondary|given|with|for|and|then|d/t)\b)[^.;:,])*?"
+                         r"\b(?:over\s+)?to\s+(?:the\s+|an?\s+)?", re.IGNORECASE)
+
+
+def _switch_target(rest: str, drugs) -> int | None:
+    """Where the drug an order is switched to starts ("lisinopril 10 mg to losartan ..."), or
+    None when the words name no second drug in that place."""
+    mentions = drugs.mentions(rest)
+    if len(mentions) < 2:
+        return None
+    first = mentions[0]
+    new = next((m for m in mentions[1:] if m.generic != first.generic), None)
+    if new is None or not _SWITCH_GAP.fullmatch(rest[first.end:new.start]):
+        return None
+    return new.start
 
 
 def _unmasked(order: Order, rest: str) -> Order:

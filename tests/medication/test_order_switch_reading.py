@@ -40,10 +40,15 @@ def test_a_switch_names_the_old_order_and_the_new_drugs_order(drugs, text, old, 
     ("switch to losartan 50 mg daily", "losartan", "50 mg"),  # no old drug: a new prescription
     ("switch amlodipine to 10 mg daily", "amlodipine", "10 mg"),  # one drug: its own new dose
     ("switch metformin to metformin er 500 mg daily", "metformin", "500 mg"),  # the same generic
+    # a second drug named in the reason is no switch: the order's own new dose
+    ("decrease warfarin to 2.5 mg daily due to the new amiodarone", "warfarin", "2.5 mg"),
+    ("reduce simvastatin to 20 mg daily because of amlodipine", "simvastatin", "20 mg"),
+    ("decrease warfarin dose due to amiodarone", "warfarin", None),
 ])
 def test_no_second_drug_is_no_switch_of_an_order(drugs, text, generic, dosage):
     change = read_change(text, drugs)
     assert change.new_order is None and change.generic == generic and change.order.dosage_text == dosage
+    assert change.switch_to == text.startswith("switch to")
 
 
 def test_the_approval_says_a_switch_stops_the_old_order():
