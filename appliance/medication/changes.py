@@ -12,14 +12,13 @@ Invariants:
 - A relative change ("increase by 500 mg", "double the dose") gives no new values: ``relative``
   is set and the dose and frequency left None, so the change is the question "to what dose?"
   with the order as charted (``agent.order_gate``). Code never computes a dose the clinician
-  did not write: the value signed is the value typed (docs/design.md §12).
+  did not write: the value signed is the value typed (docs/design.md §13).
 - "switch to <drug>" and "change to <drug>" name a new drug (``switch_to`` is set). With the
   order's own drug named first ("switch lisinopril to losartan 50 mg daily", "change from
   lisinopril to losartan": the new drug right after "to", nothing between but the old order's
   own words; a drug named in a reason, "due to the new amiodarone", is no switch), the change
-  is a switch of that order: ``order`` is the old drug
-  (its words before the new drug's) and ``new_order`` the new drug with its dose and frequency,
-  read from the new drug's name on. With no old drug named there is no order to switch
+  is a switch of that order: ``order`` is the old drug (its words before the new drug's) and
+  ``new_order`` the new drug with its dose and frequency, read from the new drug's name on. With no old drug named there is no order to switch
   (``new_order`` None; the caller treats it as a new prescription).
 - The reason of a stop or hold is the clinician's words after "due to", "because (of)",
   "secondary to", "d/t", "for" (not a duration or a patient), or ":"/" - ".
