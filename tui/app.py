@@ -36,9 +36,8 @@ from textual.app import App
 from textual.screen import Screen
 
 from appliance.accounts import Account, AccountStore
-from appliance.accounts.sessions import SessionStore, SessionStoreError
 from appliance.config import Settings
-from appliance.conversation import Conversation
+from appliance.conversation import Conversation, resume_problem
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import VisionModel
 from appliance.runtime import model_files
@@ -361,13 +360,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
 
 def startup_problem(resume: str | None, sessions_path: Path | None = None) -> str | None:
     """Why the terminal cannot open as asked (one line), checked before the screen takes over."""
-    if resume is None or resume == "latest":
-        return None
-    try:
-        SessionStore(sessions_path).get_session(resume)
-    except SessionStoreError as exc:
-        return f"cannot reopen session {resume}: {exc}"
-    return None
+    return resume_problem(resume, sessions_path)
 
 
 def run(settings: Settings | None = None, *, script: dict | None = None, resume: str | None = None) -> int:

@@ -49,6 +49,18 @@ class Opened:
     new_conversation: bool
 
 
+def resume_problem(target: str | None, path: Path | None = None) -> str | None:
+    """Why a saved session ``target`` (an ID; "latest" always opens) cannot be reopened, in one
+    line, checked before a front end starts; None when it can (or none was asked for)."""
+    if target is None or target == "latest":
+        return None
+    try:
+        SessionStore(path).get_session(target)
+    except SessionStoreError as exc:
+        return f"cannot reopen session {target}: {exc}"
+    return None
+
+
 def _dicts(trace: Iterable) -> list[dict]:
     return [e if isinstance(e, dict) else e.to_dict() for e in trace]
 

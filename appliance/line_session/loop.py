@@ -34,7 +34,7 @@ import threading
 from appliance.accounts.reauthenticate import reauthenticate
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.config import Settings
-from appliance.conversation import Conversation, CurrentPatient
+from appliance.conversation import Conversation, CurrentPatient, resume_problem
 from appliance.conversation.approval import answered, asked
 from appliance.conversation.patient_choice import resolve
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
@@ -48,7 +48,6 @@ from appliance.line_session.patients import (
 from appliance.line_session.progress import Progress
 from appliance.line_session.saved import (
     lock,
-    resume_problem,
     session_clinician,
     show_resumed,
 )

@@ -44,19 +44,6 @@ def show_resumed(resumed) -> None:
     print()
 
 
-def resume_problem(resume: str | None) -> str | None:
-    """Why ``--session ID`` cannot be reopened (before anything starts), or None."""
-    from appliance.accounts.sessions import SessionStore, SessionStoreError
-
-    if resume is None or resume == "latest":
-        return None
-    try:
-        SessionStore().get_session(resume)
-    except SessionStoreError as exc:
-        return f"cannot reopen session {resume}: {exc}"
-    return None
-
-
 def lock(account, store) -> bool:
     """``/lock``: the screen cleared until the clinician's password; False when signed out."""
     from appliance.accounts.sign_in import line_unlock

@@ -6,6 +6,8 @@ over the real record is tests/tui/test_one_script_both_ends.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from appliance.accounts.sessions import SessionStore
@@ -120,6 +122,20 @@ def test_a_store_that_cannot_open_is_said_once_and_the_conversation_goes_on(tmp_
     run_steps(conversation, [("open", "abc-123"), ("ask",), ("ask",)])
     assert conversation.store is None and len(said) == 1 and said[0].startswith("Sessions will not be saved")
     assert len(conversation.history) == 4
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE_ONLY = ("starts_new_conversation", "turn_patients", "SessionStore", "add_exchange", "create_session")
+
+
+def test_the_front_ends_leave_the_rule_and_the_store_to_the_core():
+    """Neither front end applies the rule or writes the sessions store itself: both go through
+    ``Conversation`` (they may read the store's record types to show them)."""
+    views = [*(ROOT / "tui").rglob("*.py"), *(ROOT / "appliance/line_session").glob("*.py")]
+    assert len(views) > 20
+    for path in views:
+        source = path.read_text()
+        assert not [name for name in CORE_ONLY if name in source], path.relative_to(ROOT)
 
 
 # (open this patient, then ask a question) in order; John Smith -> Aisha Patel among them
