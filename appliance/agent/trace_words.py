@@ -44,7 +44,7 @@ NEXT_WORDS = {
     "RESULT_CLASSIFY": "checking the result", "INTENT_CLASSIFY": "understanding the question",
 }
 KIND_WORDS = {"answer": "answer", "clarification": "a question for you", "notice": "notice"}
-ARG_WORDS = {"medication_name": "medication", "dosage": "dose", "drug_name": "drug", "drug_names": "drugs",
+ARG_WORDS = {"medication_name": "medication", "new_medication_name": "switch to", "dosage": "dose", "drug_name": "drug", "drug_names": "drugs",
              "note_text": "note", "note_type": "note type", "substance": "allergen", "patient_id": "patient",
              "max_results": "at most"}
 

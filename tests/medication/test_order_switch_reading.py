@@ -60,3 +60,9 @@ def test_the_approval_says_a_switch_stops_the_old_order():
         "Switch lisinopril to losartan 50 mg daily (stops lisinopril) (reason: cough)"
     plain = {**args, "new_medication_name": None, "reason": None}
     assert action_words("change_medication_order", plain) == "Change lisinopril to 50 mg daily"
+
+
+def test_the_dialog_labels_the_new_drug_switch_to():
+    from appliance.agent.trace_words import arg_word
+
+    assert arg_word("new_medication_name") == "switch to" and arg_word("medication_name") == "medication"
