@@ -2,24 +2,30 @@
 (docs/design.md §4.3, §11). As for writes (``write_requests``) and chart questions
 (``chart_answers.chart_topics``), code decides the route here and the model is not asked.
 
-Rules, on the clinician's instruction only (``dictation.instruction_text``):
-- two or more drugs and interaction words ("interact", "together", "combine"), or drugs joined
-  by "with" / "and" / "plus" / "on" in a question about giving or safety ("can I give X with Y",
-  "is X safe with Y", "X and Y?"): ``check_drug_interactions`` with those drugs;
-- a drug and safety, warning, side-effect, contraindication, dose, pregnancy or "what is / used
-  for / tell me about" words: ``check_drug_safety``, one call per drug named (at most three);
-- literature words (``task_patterns.LITERATURE``): ``search_medical_literature`` with the
-  content words of the request;
-- trial words (``task_patterns.TRIALS``): ``find_clinical_trials`` with the condition (and a
-  drug as the intervention, a phase, a status) from the words; an NCT id ``get_trial_details``;
-  a prescreen (``task_patterns.PRESCREEN``, or trial words "for this patient / for her") with a
-  patient code settled on (``orders.code_patient``): ``prescreen_for_trials``.
+Rules, on the clinician's instruction only (``dictation.instruction_text``; the words are
+``knowledge_words``):
+- two or more drugs and interaction words ("interact", "affect", "together", "combine"); or
+  drugs joined by "with" / "and" / "plus" / "on" in a question about giving or safety, or about
+  the pair's risk ("can I give X with Y", "is X safe with Y", "X and Y - any issue?"); or joined
+  by words that always mean the pair ("X + Y", "X w/ Y", "X QT prolongation with Y", "X in
+  someone on Y", "adding X to Y", "pt on X ... ok to add Y?"): ``check_drug_interactions``;
+- a drug and label-topic words (safety, warnings, side effects, contraindications, dose,
+  pregnancy, the harms labels warn of, "what is / used for / tell me about"), a drug named alone,
+  or a drug and a short qualifier ("pradaxa in ESRD"): ``check_drug_safety``, one call per drug
+  named (at most three);
+- literature words (``task_patterns.LITERATURE``, "the data on"): ``search_medical_literature``
+  with the content words of the request;
+- trial words (``task_patterns.TRIALS``): ``find_clinical_trials`` with the condition (after
+  "trials for / on / in" when said; a drug as the intervention, a phase, a status); an NCT id
+  ``get_trial_details``; a prescreen (``task_patterns.PRESCREEN``, or trial words "for this
+  patient / for her") with a patient code settled on (``orders.code_patient``):
+  ``prescreen_for_trials``, its condition without the words that say who.
 
 Invariants:
 - Never a request to write (``write_requests``), and never a question about the chart of a
   patient code has (``chart_topics``) unless the words also name a knowledge step.
 - Drugs are generic names from the recogniser (brands resolved); a word the recogniser does not
-  know that is close to a name of the local drug data (``difflib`` ratio >= ``TYPO_CUTOFF``) is
+  know that is close to a name of the local drug data (``knowledge_vocabulary.typos``) is
   read as that drug and the answer says "did you mean"; a pronoun ("it", "them", "this drug")
   or an elliptical follow-up ("and in pregnancy?") takes the drugs of the most recent message
   of the clinician that named one.
@@ -32,15 +38,17 @@ Invariants:
 
 from __future__ import annotations
 
-import difflib
-import logging
 import re
-import weakref
 from dataclasses import dataclass, field
 
 from appliance.agent import knowledge_words as kw
 from appliance.agent.chart_answers import chart_topics
 from appliance.agent.dictation import instruction_text
+from appliance.agent.knowledge_vocabulary import (
+    drug_vocabulary_keys,
+    local_drug_data,
+    typos,
+)
 from appliance.agent.orders import code_patient
 from appliance.agent.state import AgentState
 from appliance.agent.task_patterns import (
@@ -57,14 +65,11 @@ from appliance.agent.task_patterns import (
 from appliance.agent.write_requests import write_requests
 from appliance.medication.names import DrugRecogniser, key_of
 
-log = logging.getLogger(__name__)
-
 SAFETY_TOOL, INTERACTION_TOOL = "check_drug_safety", "check_drug_interactions"
 LITERATURE_TOOL, TRIALS_TOOL = "search_medical_literature", "find_clinical_trials"
 DETAILS_TOOL, PRESCREEN_TOOL = "get_trial_details", "prescreen_for_trials"
 KNOWLEDGE_TOOLS = frozenset({SAFETY_TOOL, INTERACTION_TOOL, LITERATURE_TOOL, TRIALS_TOOL, DETAILS_TOOL, PRESCREEN_TOOL})
 STEP_OF_TOOL: dict[str, Step] = {s.tool: s for s in (INTERACTION, SAFETY, LITERATURE, TRIALS, TRIAL_DETAILS, PRESCREEN)}
-TYPO_CUTOFF = 0.84
 MAX_SAFETY_CALLS = 3
 
 
@@ -80,58 +85,6 @@ class KnowledgeCall:
 
     def to_dict(self) -> dict:
         return {"tool": self.tool, "args": self.args, "why": self.why, "notes": list(self.notes)}
-
-
-def drug_vocabulary_keys(names) -> list[str]:
-    """The matching keys of the local drug data's names, for the typo check."""
-    return sorted({key_of(n) for n in names if n and len(key_of(n)) >= 4})
-
-
-_DRUG_DATA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def local_drug_data(tools) -> tuple[list[str], int | None]:
-    """(matching keys of the knowledge server's drug names, how many drugs it holds; None when
-    it does not say), asked once per tool box. A server that does not answer gives ([], None):
-    the typo check is then off, nothing else changes."""
-    try:
-        return _DRUG_DATA[tools]
-    except (KeyError, TypeError):
-        pass
-    names, count = [], None
-    try:
-        if hasattr(tools, "call_server"):
-            outcome = tools.call_server("knowledge", "drug_vocabulary", {}, 20.0)
-            if outcome.ok and isinstance(outcome.result, dict):
-                names, count = list(outcome.result.get("names") or []), outcome.result.get("drugs")
-        else:
-            names = list(tools.drug_names())
-    except Exception as exc:  # noqa: BLE001 - a missing hint source must not stop the turn
-        log.warning("no drug vocabulary for the typo check (%s)", type(exc).__name__)
-    data = (drug_vocabulary_keys(names), count if isinstance(count, int) else None)
-    try:
-        _DRUG_DATA[tools] = data
-    except TypeError:
-        pass
-    return data
-
-
-def _typos(text: str, drugs: DrugRecogniser, vocabulary: list[str]) -> list[tuple[str, str, str]]:
-    """(word as written, known name, generic) for words that are not drugs but close to a name
-    of the local drug data."""
-    if not vocabulary:
-        return []
-    taken = [(m.start, m.end) for m in drugs.mentions(text)]
-    out = []
-    for m in re.finditer(r"[A-Za-z][A-Za-z\-]{4,}", text):
-        word = m.group(0).lower()
-        if word in kw.NOT_TYPOS or word in kw.FILLER or any(s <= m.start() < e for s, e in taken):
-            continue
-        close = difflib.get_close_matches(word, vocabulary, n=1, cutoff=TYPO_CUTOFF)
-        generic = drugs.generic(close[0]) if close else None
-        if close and generic and close[0] != word:
-            out.append((m.group(0), close[0], generic))
-    return out
 
 
 def _without_form(generic: str, drugs: DrugRecogniser, known: set[str]) -> str:
@@ -152,7 +105,7 @@ def _named_drugs(text: str, drugs: DrugRecogniser, vocabulary: list[str]) -> tup
     spans = [(m.start, m.end, _without_form(m.generic, drugs, known)) for m in drugs.mentions(text)
              if not kw.ALLERGY_AFTER.match(text, m.end)]
     notes = []
-    for written, known_name, generic in _typos(text, drugs, vocabulary):
+    for written, known_name, generic in typos(text, drugs, vocabulary):
         start = text.find(written)
         spans.append((start, start + len(written), generic))
         notes.append(f"'{written}' was read as {known_name} (did you mean {known_name}?)")
@@ -170,10 +123,18 @@ def _history_drugs(history, drugs: DrugRecogniser) -> tuple[str, ...]:
     return ()
 
 
-def _joined(text: str, spans, join: re.Pattern = kw.JOIN) -> bool:
+def _strongly_joined(text: str, spans) -> bool:
+    """Two of the drugs stand joined by words that always mean the pair ("X + Y", "X w/ Y",
+    "X QT prolongation with Y", "adding X to Y")."""
+    return any(kw.STRONG_JOIN.match(between) or kw.JOIN_AFTER_WORDS.match(between)
+               or (kw.ADDED_TO.match(between) and kw.NEW_DRUG.search(text[:a[0]]))
+               for a, b in zip(spans, spans[1:]) for between in (text[a[1]:b[0]],))
+
+
+def _joined(text: str, spans) -> bool:
     """Two of the drugs stand joined ("X with Y", "X and Y", "Y in a patient on X"), or one is
     the patient's and the other is to be added ("pt on X, K 5.6, ok to add Y?")."""
-    if any(join.match(text[a[1]:b[0]]) for a, b in zip(spans, spans[1:])):
+    if _strongly_joined(text, spans) or any(kw.JOIN.match(text[a[1]:b[0]]) for a, b in zip(spans, spans[1:])):
         return True
     on = [s for s in spans if kw.ON_DRUG.search(text[:s[0]])]
     added = [s for s in spans if kw.NEW_DRUG.search(text[:s[0]])]
@@ -251,7 +212,7 @@ def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecog
     # A literature or trial search about a drug is not a question about its label.
     searches = bool({LITERATURE_TOOL, TRIALS_TOOL, PRESCREEN_TOOL, DETAILS_TOOL} & set(tools))
     drug_info = bool(kw.LABEL_TOPIC.search(text) or kw.CONCERN.search(text))
-    drug_words = bool({SAFETY_TOOL, INTERACTION_TOOL} & set(tools) or interaction_words or adds_to_earlier
+    drug_words = bool({SAFETY_TOOL, INTERACTION_TOOL} & set(tools) or interaction_words or together
                       or (drug_info and not searches))
     need = 2 if interaction_words or together else 1
     from_history = False
@@ -263,12 +224,14 @@ def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecog
         return None  # "check his meds against X": the other drugs are the chart's, the model's to fill
     label_topic = bool(kw.LABEL_TOPIC.search(text) or SAFETY_TOOL in tools and not kw.CONCERN.search(text))
     joined = _joined(text, spans) or from_history
-    if len(generics) >= 2 and (interaction_words or _joined(text, spans, kw.STRONG_JOIN)
+    if len(generics) >= 2 and (interaction_words or _strongly_joined(text, spans)
                                or (joined and (kw.COMBINE_QUESTION.search(text) or not label_topic))):
         return [KnowledgeCall(INTERACTION_TOOL, {"drug_names": generics[:6]},
                               "two or more drugs named with words about giving them together", tuple(notes))]
-    if generics and (drug_words or (not searches and not kw.QUESTION_START.match(text)
-                                    and len(_content_words(text, 200).split()) <= len(generics))):
+    alone = not searches and not kw.QUESTION_START.match(text) and bool(spans) and (
+        len(_content_words(text, 200).split()) <= len(generics)  # "dofetilide"
+        or not text[:spans[0][0]].strip() and kw.DRUG_IN.match(text[spans[0][1]:]))  # "pradaxa in ESRD"
+    if generics and (drug_words or alone):
         return [KnowledgeCall(SAFETY_TOOL, {"drug_name": g}, "a drug named with words about its label", tuple(notes))
                 for g in generics[:MAX_SAFETY_CALLS]]
     return None if {SAFETY_TOOL, INTERACTION_TOOL} & set(tools) else []
@@ -284,6 +247,8 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
     steps = [s for s in named_steps(query) if s.tool in STEP_OF_TOOL]
     patient = code_patient(state)
     tools = [s.tool for s in steps]
+    if LITERATURE_TOOL not in tools and kw.LITERATURE_MORE.search(text):  # "what's the data on X"
+        tools.append(LITERATURE_TOOL)
     if TRIALS_TOOL in tools and kw.TRIAL_EVIDENCE.search(text):  # "do trials show ...": what trials found
         tools = [t for t in tools if t != TRIALS_TOOL] + ([] if LITERATURE_TOOL in tools else [LITERATURE_TOOL])
     if chart_topics(query) and patient and not steps:
@@ -385,5 +350,5 @@ def summary(calls: tuple[KnowledgeCall, ...]) -> str:
     return ("The clinician asks to " + "; ".join(_unique(parts)) + ".")[:240]
 
 
-__all__ = ["KNOWLEDGE_TOOLS", "KnowledgeCall", "call_done", "calls_not_done", "next_call", "read_request",
-           "routed_by_code", "summary"]
+__all__ = ["KNOWLEDGE_TOOLS", "KnowledgeCall", "call_done", "calls_not_done", "drug_vocabulary_keys",
+           "local_drug_data", "next_call", "read_request", "routed_by_code", "summary"]

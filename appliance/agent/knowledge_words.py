@@ -29,11 +29,14 @@ LABEL_TOPIC = words(
     r"SEs?", r"s/e", r"side\s*fx", r"ADRs?", r"AEs?", r"adverse\s+(?:drug\s+)?(?:reactions?|effects?|events?)",
     r"side[-\s]effects?", r"warnings?", r"contraindicat\w*", r"precautions?", r"toxicity", r"profile",
     r"who\s+(?:shouldn't|should\s+not|can't|cannot|must\s+not)\s+(?:get|take|have|use|receive|be\s+given)",
+    # harms a label's warnings name
+    r"abuse", r"misuse", r"addict\w*", r"dependence", r"withdrawal", r"QTc?", r"bleed\w*", r"hypoglyc\w*",
+    r"hyperkal\w*", r"serotonin\s+syndrome", r"angioedema", r"rash\w*", r"suicid\w*", r"falls?",
 )
 # Words any question about a drug may carry; with two drugs joined they ask about the pair.
 CONCERN = words(r"risks?", r"dangers?", r"dangerous", r"avoid", r"ok", r"okay", r"problems?", r"issues?",
                 r"concerns?", r"safe(?:ly|ty)?")
-INTERACTION_SINGLE = words(r"interact\w*", r"DDIs?")
+INTERACTION_SINGLE = words(r"interact\w*", r"DDIs?", r"affect(?:s|ed|ing)?", r"interfer\w*")
 TOGETHER = words(r"with", r"w/?", r"together", r"alongside", r"plus", r"and", r"on\s+top\s+of", r"while\s+on",
                  r"whilst\s+on")
 COMBINE_QUESTION = words(r"can|could|should|may|safe(?:ly)?|ok|okay|fine|alright|allowed|give|take|use|add",
@@ -46,13 +49,20 @@ _ON = r"(?:already\s+|currently\s+|also\s+)?(?:on|taking|using|receiving)"
 JOIN = re.compile(
     r"^\s*(?:(?:is|it|safe|safely|ok|okay|fine|to|give|given|take|taken|use|used|together|co-?prescribed?)\s+){0,4}"
     r"(?:,|\+|&|with|w/?|and|plus|alongside|vs\.?|on\s+top\s+of|(?:(?:in|to|for)\s+)?" + _SOMEONE + r"\s+" + _ON + r"|"
-    r"(?:while|whilst|when)\s+(?:on|taking)|on|or)\s*$", re.IGNORECASE)
+    r"(?:while|whilst|when|if)\s+(?:on|taking)|on|or)\s*$", re.IGNORECASE)
 # Joins that always mean the pair, whatever else the words ask ("X + Y - hyperkalaemia risk?").
 STRONG_JOIN = re.compile(r"^\s*(?:\+|&|with|w/?|plus|alongside|on\s+top\s+of|(?:(?:in|to|for)\s+)?" + _SOMEONE
-                         + r"\s+" + _ON + r"|(?:while|whilst|when)\s+(?:on|taking))\s*$", re.IGNORECASE)
+                         + r"\s+" + _ON + r"|(?:while|whilst|when|if)\s+(?:on|taking))\s*$", re.IGNORECASE)
+# The same join closing a few words after the first drug ("X QT prolongation with Y"), no clause between.
+JOIN_AFTER_WORDS = re.compile(r"^[^,;.?!]{0,40}?\s(?:with|w/|plus|alongside|on\s+top\s+of|(?:in|to|for)\s+" + _SOMEONE
+                              + r"\s+" + _ON + r")\s*$", re.IGNORECASE)
+# "adding X to Y": the drug after "to" is the one the patient is on.
+ADDED_TO = re.compile(r"^\s*to\s+(?:(?:his|her|their|the|a|an)\s+)?$", re.IGNORECASE)
+# A drug and a short qualifier, and nothing else ("pradaxa in ESRD", "metformin during Ramadan").
+DRUG_IN = re.compile(r"^\s*(?:in|during|for|with)\s+[\w/ -]{1,40}?\s*\??\s*$", re.IGNORECASE)
 # Before a drug the patient is on ("pt on X, ...") and before one to be added ("ok to add Y?").
 ON_DRUG = re.compile(r"\b" + _ON + r"\s*$", re.IGNORECASE)
-NEW_DRUG = re.compile(r"\b(?:add|adding|start|starting|begin|give|giving|prescribe|prescribing|co-?prescribe|try|"
+NEW_DRUG = re.compile(r"\b(?:add|adding|start|starting|begin|give|giving|prescribe|prescribing|co-?prescribe|try|take|"
                       r"use|switch(?:ing)?\s+to)\s+(?:him|her|them|some|a|an)?\s*$", re.IGNORECASE)
 PRONOUN = words(r"it", r"its", r"this\s+(?:drug|medication|medicine|one)", r"that\s+(?:drug|medication|medicine|one)",
                 r"the\s+(?:drug|medication|medicine)", r"them", r"both", r"these", r"those", r"they", r"their")
@@ -86,7 +96,7 @@ FILLER = frozenset("""a an the any some what whats is are was were be there do d
     recruiting recruit enrolling enrol enroll open ongoing active completed available that which who patient patients
     please can could you i we us say says show shows showing suggest suggests support supports data good best
     phase nct ctgov clinicaltrials gov on-going currently right now our my this these anyone someone anybody
-    running conducting doing happening going""".split())
+    running conducting doing happening going base""".split())
 # Words that say who, not what, in a prescreen ("any trials she might qualify for?").
 PRESCREEN_FILLER = FILLER | frozenset("""he she him her they them his hers their might may would could qualify
     qualifies eligible eligibility candidate candidates match matches prescreen pre-screen screen be fit suitable
@@ -98,6 +108,9 @@ NOT_TYPOS = frozenset("""about warning warnings safety effects effect adverse bo
     these those which what where could would should patient patients together combine taking given giving
     prescribe prescribing clinical failure cancer disease diabetes heart lung breast atrial fibrillation
     hypertension infection research monitor monitoring indications indicated tell other people""".split())
+# Literature said in other words than the task patterns' ("what's the data on X").
+LITERATURE_MORE = words(r"the\s+data\s+(?:on|for|behind|about)", r"outcomes?\s+data", r"landmark\s+(?:trials?|studies|papers?)",
+                        r"citations?", r"references?")
 TRIAL_EVIDENCE = re.compile(r"\btrials?\s+(?:show\w*|found|suggest\w*|say|data|evidence|results?)\b|"
                             r"\b(?:evidence|results?|data)\s+(?:from|of)\s+(?:the\s+)?trials?\b", re.IGNORECASE)
 # "Is amoxicillin a penicillin?" asks about the drugs, not for their labels.

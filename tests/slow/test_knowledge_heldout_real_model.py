@@ -81,7 +81,23 @@ def _source_facts(tool: str, result: dict) -> list[str]:
     return []
 
 
-def judge(row: dict, turn, seconds: float, drugs) -> dict:
+class CountingModel:
+    """The shipped model, counting its generations (the prescreen's inside its tool too)."""
+
+    def __init__(self, model):
+        self._model, self.calls = model, 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._model, name)
+        if name.startswith("generate") and callable(attr):
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+def judge(row: dict, turn, seconds: float, drugs, model_calls: int = 0) -> dict:
     response = turn.response or ""
     results = [r for r in turn.state.tool_results]
     first = turn.tool_calls[0] if turn.tool_calls else None
@@ -104,8 +120,8 @@ def judge(row: dict, turn, seconds: float, drugs) -> dict:
         "facts_missing": [f for f in wanted if f and f not in response],
         "foreign": foreign,
         "withheld": bool(answered) and (not response.strip() or any(w in response for w in WITHHELD)),
-        "model_calls": sum(1 for e in turn.trace if e.model_stats),  # routing and answer
-        "tool_model_calls": sum(int((r.result.get("stats") or {}).get("model_calls") or 0) for r in answered),
+        "routing_model_calls": sum(1 for e in turn.trace if e.model_stats),  # the nodes': routing and answer
+        "model_calls": model_calls,  # every generation of the turn, a prescreen's included
         "path": turn.path, "seconds": round(seconds, 3), "response": response[:1500],
     }
 
@@ -119,15 +135,15 @@ def judged(tmp_path_factory):
     try:
         init_home(progress=lambda message: None, with_model=True)
         settings = Settings()
-        model = load_model(settings)
+        model = CountingModel(load_model(settings))
         lines = []
         with MCPToolBox() as tools:
             agent = Agent(model, tools, settings)
             for row in ROWS:
                 history = [tuple(x) for x in row.get("history") or []] or None
-                started = time.perf_counter()
+                started, calls = time.perf_counter(), model.calls
                 turn = agent.run_turn(row["request"], history=history, patient_id=row.get("patient"))
-                lines.append(judge(row, turn, time.perf_counter() - started, agent.drugs))
+                lines.append(judge(row, turn, time.perf_counter() - started, agent.drugs, model.calls - calls))
     finally:
         mp.undo()
     (out / "rows.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
@@ -151,8 +167,8 @@ def rates(lines: list[dict]) -> dict:
         "facts_named": sum(not x["facts_missing"] for x in lines) / n,
         "no_foreign_fact": sum(not x["foreign"] for x in lines) / n,
         "none_withheld": sum(not x["withheld"] for x in lines) / n,
+        "routing_model_calls_per_row": sum(x["routing_model_calls"] for x in lines) / n,
         "model_calls_per_row": sum(x["model_calls"] for x in lines) / n,
-        "prescreen_model_calls_per_row": sum(x["tool_model_calls"] for x in lines) / n,
         "median_seconds_per_row": statistics.median(seconds),
         "max_seconds_per_row": max(seconds),
     }
