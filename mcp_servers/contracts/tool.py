@@ -6,8 +6,11 @@ Invariants:
   whether it writes and how a write is approved, its clinician-facing label and description, how
   its result is shown and what it needs from the clinician's words. Nothing else names a tool's
   properties: every table (``ARG_SCHEMAS``, ``TOOL_LABELS``, ``WRITE_TOOLS`` ...) is a live view
-  of the registry, so a record registered later shows in every table at once.
-- A name is registered once; a write has an approval rule and a read has none.
+  of the registry, so a record registered later shows in every table at once. The agent builds
+  its prompts when its modules load: the records are registered before that (``catalogue`` at
+  the import of ``mcp_servers.contracts``).
+- A name is registered once. Whether a tool writes is its approval rule (a read's is "none").
+- A record names only fields of its own argument model, and only a write takes a sig.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class Tool:
     server: Server
     args: type[BaseModel]  # what the model fills (TOOL_SELECT stage 2) and the server checks
     label: str  # the clinician-facing name: tool names never reach the model's answer or the clinician
-    description: str  # TOOL_SELECT stage 1: the signature, what it does, when to use it
+    description: str  # TOOL_SELECT stage 1: what it does, when to use it (the signature is read off ``args``)
     example: str  # one example request, shown with the description
     approval: ApprovalRule = "none"
     sig: bool = False  # a write that also takes the order's sig as code read it (``hidden.SIG``)
