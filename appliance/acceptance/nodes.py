@@ -90,7 +90,7 @@ def _record(expected, got, correct: bool, error: str | None, seconds: float, by:
 
 
 def _intent(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
-    out, error, seconds = _timed(lambda: intent_classify.run(_state(case, drugs), model)[1])
+    out, error, seconds = _timed(lambda: intent_classify.run(_state(case, drugs), model).output)
     said = (out or {}).get("model_said") or out or {}
     got = {"intent": said.get("intent"), "suggested_tool": said.get("suggested_tool")}
     right = got["intent"] == case.intent and (case.suggested_tool is None or got["suggested_tool"] == case.suggested_tool)
@@ -99,7 +99,7 @@ def _intent(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
 
 def _tools(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict[str, dict]:
     state = _state(case, drugs, task_summary=TASK_SUMMARY)
-    out, error, seconds = _timed(lambda: tool_select.run(state, model, drugs)[1])
+    out, error, seconds = _timed(lambda: tool_select.run(state, model, drugs).output)
     out = out or {}
     by = {"code": "code", "code and model": "code"}.get(out.get("by"), "model")  # stage 1 only
     records = {"tool": _record(case.tool, out.get("tool_name"), out.get("tool_name") == case.tool, error, seconds, by)}
@@ -110,7 +110,7 @@ def _tools(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict[str,
     else:  # stage 2 for the right tool, as a retry with different arguments runs it
         retry = _state(case, drugs, task_summary=TASK_SUMMARY, current_tool=case.tool, current_args={},
                        retry_mode="retry_different_args")
-        got, args_error, args_seconds = _timed(lambda: tool_select.run(retry, model, drugs)[1])
+        got, args_error, args_seconds = _timed(lambda: tool_select.run(retry, model, drugs).output)
         args, args_by = (got or {}).get("args"), "model"
     if set(case.args) <= code_owned(state, case.tool, drugs):
         args_by = "code"  # every key argument is one code fills in whatever the model says
@@ -137,7 +137,7 @@ def _finished(case: Case) -> ToolResult:
 
 def _result(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
     state = _state(case, drugs, task_summary=TASK_SUMMARY, tool_results=(_finished(case),))
-    out, error, seconds = _timed(lambda: result_classify.run(state, model)[1])
+    out, error, seconds = _timed(lambda: result_classify.run(state, model).output)
     got = (out or {}).get("model_said") or (out or {}).get("quality")
     by = "code" if (out or {}).get("by") == "code" else "model"  # a result code reads is labelled by code
     return _record(case.result["quality"], got, got == case.result["quality"], error, seconds, by)
@@ -146,7 +146,7 @@ def _result(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
 def _retry(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
     state = _state(case, drugs, tool_results=(_finished(case),), last_result_classification=case.result["quality"],
                    current_tool=case.result["tool"], current_args={})
-    out, error, seconds = _timed(lambda: error_handler.run(state, model, Limits())[1])
+    out, error, seconds = _timed(lambda: error_handler.run(state, model, Limits()).output)
     got = (out or {}).get("strategy")
     return _record(case.retry, got, got == case.retry, error, seconds)
 

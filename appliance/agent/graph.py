@@ -40,10 +40,9 @@ from appliance.agent.state import (
     NODE_LABELS,
     AgentState,
     Node,
-    RouterDecision,
+    NodeResult,
     TraceEvent,
 )
-from appliance.agent.tool_results import summarize_result
 from appliance.agent.write_approval import WriteApproval
 from appliance.config import Settings
 from appliance.errors import ApplianceError, TurnCancelled
@@ -267,93 +266,69 @@ class _Turn:
             self.on_event(event)
 
 
-# -- the steps: each runs its node, emits its trace event and returns the next node ---------
-def _assemble_input(turn: _Turn) -> Node:
+# -- the steps: each runs its node and hands its NodeResult to ``_finish`` -----------------------
+def _finish(turn: _Turn, result: NodeResult) -> Node | None:
+    """Merge the node's update, emit its trace event, and return the node it chose next."""
+    turn.state = turn.state.merge(result.update)
+    turn.emit(result.output, model_call=result.model_call, tool=result.tool, args=result.args,
+              result_summary=result.result_summary, reason=result.reason,
+              decision=str(result.next) if result.reason is not None else None)
+    return result.next
+
+
+def _assemble_input(turn: _Turn) -> Node | None:
     agent = turn.agent
     vocabulary, drug_count = knowledge_requests.local_drug_data(agent.tools)  # the typo check's names
-    update, output = input_assembly.run(turn.state, agent.drugs, turn.history, agent.settings.history_turns,
-                                        model=agent.model, cancel=turn.cancel, vocabulary=vocabulary,
-                                        drug_count=drug_count)
-    turn.state = turn.state.merge(update)
+    result = input_assembly.run(turn.state, agent.drugs, turn.history, agent.settings.history_turns,
+                                model=agent.model, cancel=turn.cancel, vocabulary=vocabulary, drug_count=drug_count)
+    nxt = _finish(turn, result)
     # For the rest of the turn, a parse function asked about this message answers from the reading.
     turn.scope.enter_context(serving(turn.state.reading))
-    turn.emit(output, model_call=output.get("image_analysis") in ("done", "failed"))
-    return Node.INTENT_CLASSIFY
+    return nxt
 
 
-def _classify_intent(turn: _Turn) -> Node:
-    update, output = intent_classify.run(turn.state, turn.llm)
-    turn.state = turn.state.merge(update)
-    turn.emit(output)
-    return Node.SYNTHESIZE if turn.state.intent == "DIRECT" else Node.TOOL_SELECT
+def _classify_intent(turn: _Turn) -> Node | None:
+    return _finish(turn, intent_classify.run(turn.state, turn.llm))
 
 
-def _select_tool(turn: _Turn) -> Node:
-    update, output = tool_select.run(turn.state, turn.llm, turn.agent.drugs)
-    turn.state = turn.state.merge(update)
-    turn.emit(output, tool=output.get("tool_name"), args=output.get("args"))
-    return Node.DETERMINISTIC_ROUTER if turn.state.current_tool == "none" else Node.TOOL_EXECUTE
+def _select_tool(turn: _Turn) -> Node | None:
+    return _finish(turn, tool_select.run(turn.state, turn.llm, turn.agent.drugs))
 
 
-def _execute_tool(turn: _Turn) -> Node:
+def _execute_tool(turn: _Turn) -> Node | None:
     agent = turn.agent
     # prescreen_for_trials runs here, with the turn's model (so a cancel reaches it): appliance.prescreen.tool
     tools = PrescreenToolBox(agent.tools, turn.llm)
     deadline = agent.settings.tool_deadline_seconds
     approve = WriteApproval(agent.approver, tools, deadline, agent.safety_gate)  # the front end's approver, then the policy
-    update, result = tool_execute.run(turn.state, tools, approve, deadline,
-                                      known_drug=lambda name: bool(agent.drugs.find(name)))
-    turn.state = turn.state.merge(update)
-    summary = result.error or summarize_result(result.result)
+    result = tool_execute.run(turn.state, tools, approve, deadline, known_drug=lambda name: bool(agent.drugs.find(name)))
+    nxt = _finish(turn, result)
+    done = turn.state.last_tool_result
     turn.tool_calls.append({
-        "tool": result.tool_name, "label": result.tool_label, "args": result.args,
-        "error_type": result.error_type, "summary": summary, "seconds": round(result.seconds, 4),
+        "tool": done.tool_name, "label": done.tool_label, "args": done.args,
+        "error_type": done.error_type, "summary": result.result_summary, "seconds": round(done.seconds, 4),
     })
-    output: dict = {"error_type": result.error_type}
-    if result.approval_seconds is not None:  # the clinician's time in the approval dialog, apart
-        output["approval_seconds"] = round(result.approval_seconds, 4)
-    if result.safety is not None:  # what the medication safety gate found, as audited
-        output["safety"] = result.safety
-    turn.emit(output, model_call=False, tool=result.tool_name, args=result.args, result_summary=summary)
-    return Node.RESULT_CLASSIFY
-
-
-def _classify_result(turn: _Turn) -> Node:
-    update, output = result_classify.run(turn.state, turn.llm)
-    turn.state = turn.state.merge(update)
-    turn.tool_calls[-1]["classification"] = output["quality"]
-    turn.emit(output)
-    return Node.DETERMINISTIC_ROUTER
-
-
-def _route(turn: _Turn) -> Node:
-    decision = router.route(turn.state, turn.agent.limits)
-    update: dict = {"router_decisions": [RouterDecision(Node.DETERMINISTIC_ROUTER, decision.next, decision.reason)],
-                    "strict_selection": decision.strict_selection}
-    if decision.clarification:
-        update["clarification_request"] = decision.clarification
-    if decision.next is Node.TOOL_SELECT and not decision.strict_selection:
-        update["retry_count"] = 0
-    turn.state = turn.state.merge(update)
-    turn.emit({}, model_call=False, decision=str(decision.next), reason=decision.reason)
-    return decision.next
-
-
-def _handle_error(turn: _Turn) -> Node:
-    update, output, nxt, reason = error_handler.run(turn.state, turn.llm, turn.agent.limits)
-    update["router_decisions"] = [RouterDecision(Node.ERROR_HANDLER, nxt, reason)]
-    turn.state = turn.state.merge(update)
-    turn.emit(output, decision=str(nxt), reason=reason)
     return nxt
 
 
-def _synthesize(turn: _Turn) -> None:
-    update, output = synthesize.run(turn.state, turn.llm, on_token=turn.on_token, cancel=turn.cancel,
-                                    drugs=turn.agent.drugs)
-    turn.state = turn.state.merge(update)
-    turn.kind = output["kind"]
-    turn.emit(output)
-    return None  # the turn is over
+def _classify_result(turn: _Turn) -> Node | None:
+    result = result_classify.run(turn.state, turn.llm)
+    turn.tool_calls[-1]["classification"] = result.output["quality"]
+    return _finish(turn, result)
+
+
+def _route(turn: _Turn) -> Node | None:
+    return _finish(turn, router.run(turn.state, turn.agent.limits))
+
+
+def _handle_error(turn: _Turn) -> Node | None:
+    return _finish(turn, error_handler.run(turn.state, turn.llm, turn.agent.limits))
+
+
+def _synthesize(turn: _Turn) -> Node | None:
+    result = synthesize.run(turn.state, turn.llm, on_token=turn.on_token, cancel=turn.cancel, drugs=turn.agent.drugs)
+    turn.kind = result.output["kind"]
+    return _finish(turn, result)  # None: the turn is over
 
 
 # The one dispatch table: every Node has exactly one step (a test checks).

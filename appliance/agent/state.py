@@ -138,6 +138,23 @@ class AgentState:
         return self.tool_results[-1] if self.tool_results else None
 
 
+@dataclass(frozen=True)
+class NodeResult:
+    """What every node's ``run`` returns: the state update, the trace event's output, and the
+    node to run next (None ends the turn). ``reason`` is a routing decision's reason (router,
+    error handler); ``model_call`` whether the node called the model (its token counts then go
+    to the trace); ``tool``, ``args`` and ``result_summary`` the call it chose or made."""
+
+    update: dict[str, Any]
+    output: dict[str, Any]
+    next: Node | None
+    reason: str | None = None
+    model_call: bool = True
+    tool: str | None = None
+    args: dict | None = None
+    result_summary: str | None = None
+
+
 @dataclass
 class TraceEvent:
     node: str  # a Node's value, as plain text (events are also read back from saved sessions)

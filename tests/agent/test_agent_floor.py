@@ -14,7 +14,7 @@ import appliance.agent as agent_package
 from appliance.agent import fact_guard, grounding, orders
 from appliance.agent.nodes import synthesize
 from appliance.agent.reading import patient_refs, request, words
-from appliance.agent.state import Node
+from appliance.agent.state import Node, NodeResult
 
 NODES_DIR = Path(agent_package.__file__).parent / "nodes"
 AGENT_DIR = Path(agent_package.__file__).parent
@@ -109,3 +109,19 @@ def test_no_agent_module_compiles_its_own_word_or_id_pattern_inline():
            r"[A-Za-z][A-Za-z\-]{3,}", r"[A-Za-z][A-Za-z\-]+")
     hits = {f"{p.relative_to(AGENT_DIR)}: {o}" for p in AGENT_DIR.rglob("*.py") for o in old if o in p.read_text()}
     assert hits == set()
+
+
+def test_every_node_returns_one_typed_result():
+    import inspect
+
+    for name in NODE_MODULES:
+        run = importlib.import_module(f"appliance.agent.nodes.{name}").run
+        assert inspect.signature(run).return_annotation in ("NodeResult", NodeResult), name
+
+
+def test_a_node_result_names_its_parts():
+    from tests.agent.helpers import state
+
+    done = importlib.import_module("appliance.agent.nodes.router").run(state("Check FDA warnings for dofetilide"))
+    assert isinstance(done, NodeResult) and not isinstance(done, tuple)
+    assert done.next is Node.SYNTHESIZE and done.reason and done.update["router_decisions"][0].next is Node.SYNTHESIZE

@@ -27,8 +27,9 @@ CHART = ToolResult("get_patient_chart", "Patient Record", {"patient_id": "abc-12
 
 def test_a_written_prescription_is_said_in_clinical_words_with_no_model_call():
     model = ScriptedModel({})
-    update, output = run(state("Prescribe amoxicillin 500 mg three times daily", results=(CHART, WRITTEN),
-                               intent="TOOL_NEEDED"), model)
+    done = run(state("Prescribe amoxicillin 500 mg three times daily", results=(CHART, WRITTEN),
+                     intent="TOOL_NEEDED"), model)
+    update, output = done.update, done.output
     answer = update["final_response"]
     # the chart read this turn first (its sections), then what was written
     assert answer.endswith("\n\nPrescribed amoxicillin 500 mg three times daily for John Smith. The record was changed.")

@@ -165,10 +165,12 @@ def test_generics_resolve_to_the_same_drug_in_the_knowledge_server(knowledge_db,
 def test_input_assembly_offers_generics_and_records_drugs_named_in_the_exchange():
     state = AgentState(user_query="500 mg twice daily for abc-123")
     history = [("user", "Prescribe Tylenol"), ("assistant", "I need more information: dose.")]
-    update, output = input_assembly.run(state, DRUGS, history, 4)
+    done = input_assembly.run(state, DRUGS, history, 4)
+    update, output = done.update, done.output
     assert update["extracted_entities"].drug_mentions == ()
     assert update["extracted_entities"].drugs_named == ("acetaminophen",)
-    update, output = input_assembly.run(AgentState(user_query="Prescribe Tylenol 500 mg bid"), DRUGS, [], 4)
+    done = input_assembly.run(AgentState(user_query="Prescribe Tylenol 500 mg bid"), DRUGS, [], 4)
+    update, output = done.update, done.output
     assert output["drug_mentions"] == ["acetaminophen"]
 
 

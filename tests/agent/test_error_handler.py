@@ -40,7 +40,8 @@ def test_timeout_first_time_asks_model_and_retries_same():
     model = ScriptedModel({"ERROR_HANDLER": [{"strategy": "retry_same", "reasoning": "temporary"}]})
     st = state("Check FDA warnings for amiodarone", [err("check_drug_safety", "timeout", drug_name="amiodarone")],
                quality="error_retryable")
-    update, output, nxt, _ = run(st, model, Limits())
+    done = run(st, model, Limits())
+    update, nxt = done.update, done.next
     assert (nxt, update["retry_mode"], update["retry_count"]) == ("TOOL_SELECT", "retry_same", 1)
     assert model.history[0].schema == "RetryStrategy" and model.history[0].temperature == 0.0
 
@@ -49,7 +50,8 @@ def test_skip_continues_when_the_task_still_needs_tools():
     st = state("Check interactions of foo and aspirin and find studies on aspirin",
                [err("check_drug_interactions", "drug_not_in_database", drug_names=["foo", "aspirin"])],
                quality="error_fatal")
-    update, _, nxt, reason = run(st, ScriptedModel(), Limits())
+    done = run(st, ScriptedModel(), Limits())
+    update, nxt, reason = done.update, done.next, done.reason
     assert nxt == "TOOL_SELECT" and "search_medical_literature" in reason
     assert update["skipped_tools"] == ("check_drug_interactions",)
 
@@ -61,7 +63,8 @@ def test_the_step_limit_holds_on_the_error_path():
     decision = decide(st, Limits())
     assert decision.action == "skip" and "step limit" in decision.reason
     model = ScriptedModel()
-    _, _, nxt, _ = run(st, model, Limits())
+    done = run(st, model, Limits())
+    nxt = done.next
     assert nxt == "SYNTHESIZE" and model.history == []
 
 
@@ -81,7 +84,8 @@ def test_a_failed_write_is_skipped_never_retried(etype):
     decision = decide(st, Limits())
     assert decision.action == "skip" and "never retried" in decision.reason
     model = ScriptedModel()  # no retry choice is asked for
-    update, output, nxt, _ = run(st, model, Limits())
+    done = run(st, model, Limits())
+    update, output = done.update, done.output
     assert output == {"action": "skip"} and model.history == [] and update["skipped_tools"] == ("prescribe_medication",)
     assert "retry_mode" not in update
 

@@ -264,11 +264,13 @@ def test_the_question_the_router_writes_is_the_one_read_back():
 @pytest.mark.parametrize("reply,pid", [("the second one", "pat-003"), ("the one born 1990", "pat-004")])
 def test_input_assembly_takes_the_answer_as_the_turns_patient(reply, pid):
     history = [("user", "Search for patient James Wilson"), ("assistant", QUESTION)]
-    update, output = input_assembly.run(AgentState(user_query=reply), DrugRecogniser(), history, 4)
+    done = input_assembly.run(AgentState(user_query=reply), DrugRecogniser(), history, 4)
+    update, output = done.update, done.output
     assert update["extracted_entities"].patient_ids == (pid,)
     assert output["patient_choice"]["patient_id"] == pid
     # only right after the question
-    update, output = input_assembly.run(AgentState(user_query=reply), DrugRecogniser(), history + [("user", "x"), ("assistant", "y")], 4)
+    done = input_assembly.run(AgentState(user_query=reply), DrugRecogniser(), history + [("user", "x"), ("assistant", "y")], 4)
+    update, output = done.update, done.output
     assert update["extracted_entities"].patient_ids == () and "patient_choice" not in output
 
 

@@ -31,14 +31,16 @@ class CutModel(ScriptedModel):
 
 def test_an_answer_cut_at_the_limit_ends_at_a_whole_sentence_and_says_so():
     model = CutModel({"SYNTHESIZE": ["Hypertension is persistently raised blood pressure. It is treated by"]})
-    update, output = run(state("What is hypertension?", quality=None), model)
+    done = run(state("What is hypertension?", quality=None), model)
+    update, output = done.update, done.output
     assert update["final_response"] == "Hypertension is persistently raised blood pressure."
     assert output["cut_at_token_limit"] is True
 
 
 def test_a_finished_answer_is_left_whole():
     model = ScriptedModel({"SYNTHESIZE": ["Hypertension is raised blood pressure, treated by"]})
-    update, output = run(state("What is hypertension?", quality=None), model)
+    done = run(state("What is hypertension?", quality=None), model)
+    update, output = done.update, done.output
     assert update["final_response"] == "Hypertension is raised blood pressure, treated by"
     assert output["cut_at_token_limit"] is False
 
@@ -82,7 +84,8 @@ def test_the_answer_guard(answer, results, problem):
 def test_an_echoed_prompt_falls_back_to_the_findings_and_the_trace_says_why():
     echo = "Information found:\n[Drug Safety Report] Include only the most critical findings."
     model = ScriptedModel({"SYNTHESIZE": [echo]})
-    update, output = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
+    done = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
+    update, output = done.update, done.output
     assert update["final_response"].startswith("Here is what was found:")
     assert "pulmonary toxicity" in update["final_response"]
     assert output["fallback_used"] is True and output["fallback_reason"] == "repeated the instructions"
@@ -90,13 +93,15 @@ def test_an_echoed_prompt_falls_back_to_the_findings_and_the_trace_says_why():
 
 def test_an_answer_about_something_else_falls_back_to_the_findings():
     model = ScriptedModel({"SYNTHESIZE": ["Metformin is first-line therapy for type 2 diabetes."]})
-    update, output = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
+    done = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
+    update, output = done.update, done.output
     assert "pulmonary toxicity" in update["final_response"]
     assert output["fallback_reason"] == "used none of the findings"
 
 
 def test_a_grounded_answer_is_kept():
     model = ScriptedModel({"SYNTHESIZE": ["Amiodarone: boxed warning for pulmonary toxicity and hepatic injury."]})
-    update, output = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
+    done = run(state("Check FDA warnings for amiodarone", results=(READ_BY_MODEL,)), model)
+    update, output = done.update, done.output
     assert update["final_response"] == "Amiodarone: boxed warning for pulmonary toxicity and hepatic injury."
     assert output["fallback_used"] is False and output["fallback_reason"] is None

@@ -44,7 +44,8 @@ def _state(query: str, **kw) -> AgentState:
     ("Find patient John Smith and check his meds", "TOOL_NEEDED", None),
 ])
 def test_intent_classify_rows(model, query, intent, tool):
-    update, _ = intent_classify.run(_state(query), model)
+    done = intent_classify.run(_state(query), model)
+    update = done.update
     assert update["intent"] == intent
     if tool:
         assert update["suggested_tool"] == tool
@@ -57,7 +58,8 @@ def test_intent_classify_rows(model, query, intent, tool):
     ("Write a note for patient abc-123", "save_clinical_note", None),
 ])
 def test_tool_select_rows(model, query, tool, args):
-    update, _ = tool_select.run(_state(query, task_summary="Clinician request."), model)
+    done = tool_select.run(_state(query, task_summary="Clinician request."), model)
+    update = done.update
     assert update["current_tool"] == tool
     if args:
         assert {k: str(v).lower() for k, v in update["current_args"].items()} == args
@@ -75,6 +77,7 @@ def test_tool_select_rows(model, query, tool, args):
 def test_result_classify_rows(model, tool, text, etype, quality):
     result = ToolResult(tool, TOOL_LABELS[tool], {}, None if etype else {"x": 1}, text,
                         error=text if etype else None, error_type=etype)
-    update, _ = result_classify.run(_state("Check FDA warnings for dofetilide", task_summary="Safety lookup.",
-                                           tool_results=(result,)), model)
+    done = result_classify.run(_state("Check FDA warnings for dofetilide", task_summary="Safety lookup.",
+                                      tool_results=(result,)), model)
+    update = done.update
     assert update["last_result_classification"] == quality

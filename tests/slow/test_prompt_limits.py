@@ -144,7 +144,8 @@ def test_a_long_history_and_a_long_chart_are_trimmed_by_rule_never_the_question(
                                                                             for i in range(12)))
     state = AgentState(user_query=question, conversation_history=history, intent="TOOL_NEEDED",
                        task_summary="Summarise a discharge letter.", tool_results=(chart_result, search))
-    update, output = synthesize.run(state, model)
+    done = synthesize.run(state, model)
+    update = done.update
     assert update["final_response"]
     original, fitted, limit = seen[-1]
     assert limit == n_ctx - synthesize.MAX_TOKENS and fitted.tokens <= limit

@@ -86,12 +86,14 @@ def test_every_constrained_node_call_is_schema_valid(model):
     calls = 0
     # INTENT_CLASSIFY: 12 calls
     for q in QUERIES:
-        update, output = intent_classify.run(_state(q), model)
+        done = intent_classify.run(_state(q), model)
+        update = done.update
         assert update["intent"] in ("DIRECT", "TOOL_NEEDED")
         calls += 1
     # TOOL_SELECT stage 1 + stage 2: 2 calls each, 10 queries
     for q in QUERIES[2:]:
-        update, output = tool_select.run(_state(q, task_summary="Clinician request.", suggested_tool=None), model)
+        done = tool_select.run(_state(q, task_summary="Clinician request.", suggested_tool=None), model)
+        update = done.update
         tool = update["current_tool"]
         assert tool in ARG_SCHEMAS
         ARG_SCHEMAS[tool].model_validate(update["current_args"])
@@ -100,7 +102,8 @@ def test_every_constrained_node_call_is_schema_valid(model):
     for tool in ARG_SCHEMAS:
         st = _state(QUERIES[6], task_summary="Clinician request.", current_tool=tool,
                     current_args={}, retry_mode="retry_different_args")
-        update, output = tool_select.run(st, model)
+        done = tool_select.run(st, model)
+        update = done.update
         ARG_SCHEMAS[tool].model_validate(update["current_args"])
         calls += 1
     # RESULT_CLASSIFY: 8 calls over good, empty and failed results
@@ -118,7 +121,8 @@ def test_every_constrained_node_call_is_schema_valid(model):
         result = ToolResult(tool, TOOL_LABELS[tool], {}, None if etype else {"x": 1}, text,
                             error=text if etype else None, error_type=etype)
         st = _state(QUERIES[2], task_summary="Safety lookup.", tool_results=(result,))
-        update, output = result_classify.run(st, model)
+        done = result_classify.run(st, model)
+        update = done.update
         assert update["last_result_classification"] in (
             "success_rich", "success_partial", "no_results", "error_retryable", "error_fatal")
         calls += 1
@@ -126,7 +130,8 @@ def test_every_constrained_node_call_is_schema_valid(model):
     for tool, text, etype in [s for s in samples if s[2] and s[2] != "rejected_by_user"] * 3:
         result = ToolResult(tool, TOOL_LABELS[tool], {}, None, text, error=text, error_type=etype)
         st = _state(QUERIES[2], tool_results=(result,), last_result_classification="error_retryable")
-        update, output, nxt, _ = error_handler.run(st, model, Limits())
+        done = error_handler.run(st, model, Limits())
+        update, nxt = done.update, done.next
         assert update["retry_mode"] in ("retry_same", "retry_different_args") and nxt == "TOOL_SELECT"
         calls += 1
     assert calls >= 50

@@ -26,7 +26,7 @@ from appliance.agent.nodes.prompting import conversation
 from appliance.agent.progress import Limits, task_status
 from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import RetryStrategy
-from appliance.agent.state import AgentState, Node
+from appliance.agent.state import AgentState, Node, NodeResult, RouterDecision
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from mcp_servers.contracts import WRITE_TOOLS
@@ -117,19 +117,21 @@ def _ask_which_patient(etype: str, patient_id: object) -> ErrorDecision:
                          "Which patient did you mean? Give a name or a patient ID.")
 
 
-def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, dict, Node, str]:
-    """(update, output, next node, reason)."""
+def run(state: AgentState, model: LanguageModel, limits: Limits) -> NodeResult:
+    """The decision as a node result: next SYNTHESIZE (ask), TOOL_SELECT or SYNTHESIZE (skip,
+    by what is left), or TOOL_SELECT (a retry, the model choosing how); the decision is
+    recorded with the router's."""
     decision = decide(state, limits)
     last = state.last_tool_result
     if decision.action == "ask_user":
         update = {"clarification_request": decision.message, "error_messages": [decision.message]}
-        return update, {"action": "ask_user"}, Node.SYNTHESIZE, decision.reason
+        return _decided(update, {"action": "ask_user"}, Node.SYNTHESIZE, decision.reason, model_call=False)
     if decision.action == "skip":
         skipped = state.skipped_tools + ((last.tool_name,) if last else ())
         update = {"error_messages": [decision.message], "skipped_tools": skipped, "retry_count": 0}
         complete, why = task_status(state.merge({"skipped_tools": skipped}), limits)
         nxt = Node.SYNTHESIZE if complete else Node.TOOL_SELECT
-        return update, {"action": "skip"}, nxt, f"{decision.reason}; {why}"
+        return _decided(update, {"action": "skip"}, nxt, f"{decision.reason}; {why}", model_call=False)
     user = (
         f"Clinician's question: {state.user_query}\n"
         f"Source: {last.tool_label if last else 'unknown'}\n"
@@ -144,4 +146,9 @@ def run(state: AgentState, model: LanguageModel, limits: Limits) -> tuple[dict, 
         "retry_count": state.retry_count + 1,
         "total_retries": state.total_retries + 1,
     }
-    return update, {"action": out.strategy, **out.model_dump()}, Node.TOOL_SELECT, decision.reason
+    return _decided(update, {"action": out.strategy, **out.model_dump()}, Node.TOOL_SELECT, decision.reason)
+
+
+def _decided(update: dict, output: dict, nxt: Node, reason: str, *, model_call: bool = True) -> NodeResult:
+    update["router_decisions"] = [RouterDecision(Node.ERROR_HANDLER, nxt, reason)]
+    return NodeResult(update, output, nxt, reason=reason, model_call=model_call)

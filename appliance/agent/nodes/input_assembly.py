@@ -20,7 +20,7 @@ import threading
 from appliance.agent import knowledge_requests
 from appliance.agent.reading.current import serving
 from appliance.agent.reading.request import extract_entities, read_turn
-from appliance.agent.state import AgentState
+from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel, VisionModel
 from appliance.llm.vision import ImageFileError, VisionUnavailable
@@ -35,8 +35,8 @@ IMAGE_FAILED = "The attached image could not be analysed ({reason}); no image fi
 
 def run(state: AgentState, drugs: DrugRecogniser, history: list[tuple[str, str]], max_turns: int,
         model: LanguageModel | None = None, cancel: threading.Event | None = None,
-        vocabulary: list[str] = (), drug_count: int | None = None) -> tuple[dict, dict]:
-    """(update, trace output): the turn's reading (``reading.request.read_turn``: the words,
+        vocabulary: list[str] = (), drug_count: int | None = None) -> NodeResult:
+    """The turn's reading (``reading.request.read_turn``: the words,
     the entities, the last ``max_turns`` exchanges, the look-ups code routes), and for an
     attached image either its findings (when the model is a ``VisionModel`` whose
     ``vision_available`` holds) or a notice for synthesis."""
@@ -59,7 +59,7 @@ def run(state: AgentState, drugs: DrugRecogniser, history: list[tuple[str, str]]
         update_image, output_image = analyse_image(state, model, cancel)
         update.update(update_image)
         output.update(output_image)
-    return update, output
+    return NodeResult(update, output, Node.INTENT_CLASSIFY, model_call=output.get("image_analysis") in ("done", "failed"))
 
 
 def analyse_image(state: AgentState, model: LanguageModel | None,

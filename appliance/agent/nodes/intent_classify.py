@@ -10,7 +10,7 @@ from appliance.agent.knowledge_requests import summary as knowledge_summary
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
 from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import IntentClassification
-from appliance.agent.state import AgentState, Node
+from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 
@@ -34,12 +34,13 @@ Tools, each with an example request:
 Answer with JSON only."""
 
 
-def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+def run(state: AgentState, model: LanguageModel) -> NodeResult:
+    """The intent; next SYNTHESIZE for DIRECT, TOOL_SELECT otherwise."""
     if routed_by_code(state):
         # Code read every step the words name (knowledge_requests): no model call for the intent.
         calls = state.knowledge_calls
         update = {"intent": "TOOL_NEEDED", "task_summary": knowledge_summary(calls), "suggested_tool": calls[0].tool}
-        return update, {**update, "by": "code", "reason": "the clinician's words name the look-up"}
+        return _labelled(update, {**update, "by": "code", "reason": "the clinician's words name the look-up"}, False)
     user = state.user_query
     if state.selected_patient_id:
         user += f"\n(The clinician has patient {state.selected_patient_id} open.)"
@@ -77,4 +78,9 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         # The trace shows the route taken; what the model said stays in the details.
         output["model_said"] = {"intent": out.intent, "suggested_tool": out.suggested_tool}
         output.update(intent=update["intent"], suggested_tool=update["suggested_tool"])
-    return update, output
+    return _labelled(update, output, True)
+
+
+def _labelled(update: dict, output: dict, model_call: bool) -> NodeResult:
+    nxt = Node.SYNTHESIZE if update["intent"] == "DIRECT" else Node.TOOL_SELECT
+    return NodeResult(update, output, nxt, model_call=model_call)

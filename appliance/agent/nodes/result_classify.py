@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.schemas import ResultAssessment
-from appliance.agent.state import AgentState, Node
+from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.agent.tool_results import summarize_result
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
@@ -52,13 +52,15 @@ def code_assessment(last) -> tuple[str, str] | None:
     return quality, f"{last.tool_label}: {summarize_result(found)}"[:200]
 
 
-def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
+def run(state: AgentState, model: LanguageModel) -> NodeResult:
+    """The last result's label (code's where code can read it); next the router."""
     last = state.last_tool_result
     coded = code_assessment(last)
     if coded is not None:
         quality, summary = coded
         update = {"last_result_classification": quality, "last_result_summary": summary}
-        return update, {"quality": quality, "brief_summary": summary, "by": "code"}
+        return NodeResult(update, {"quality": quality, "brief_summary": summary, "by": "code"},
+                          Node.DETERMINISTIC_ROUTER, model_call=False)
     user = (
         f"Clinician's question: {state.user_query}\n"
         f"Clinical context: {state.task_summary}\n\n"
@@ -76,4 +78,4 @@ def run(state: AgentState, model: LanguageModel) -> tuple[dict, dict]:
         if quality != out.quality:
             update["last_result_classification"] = quality
             output.update(quality=quality, model_said=out.quality)
-    return update, output
+    return NodeResult(update, output, Node.DETERMINISTIC_ROUTER)

@@ -24,10 +24,10 @@ from appliance.agent.progress import (
     steps_not_done,
     task_status,
 )
-from appliance.agent.state import AgentState, Node
+from appliance.agent.state import AgentState, Node, NodeResult, RouterDecision
 
 __all__ = ["Limits", "Route", "clarification_for_matches", "handled_tools", "is_duplicate_call", "patient_id_known",
-           "required_tools", "route", "steps_not_done", "task_status"]
+           "required_tools", "route", "run", "steps_not_done", "task_status"]
 
 ERROR_QUALITIES = ("error_retryable", "error_fatal")
 DEFAULT_LIMITS = Limits()
@@ -48,6 +48,19 @@ def clarification_for_matches(result: dict, name: str) -> str:
     ]
     n = result.get("total_matches", len(lines))
     return f"I found {n} patients matching '{name}'. Which one did you mean?\n" + "\n".join(lines)
+
+
+def run(state: AgentState, limits: Limits = DEFAULT_LIMITS) -> NodeResult:
+    """``route``'s decision as a node result: recorded, with the clarification for several
+    matches, and the per-tool retry count back to 0 for a new tool."""
+    decision = route(state, limits)
+    update: dict = {"router_decisions": [RouterDecision(Node.DETERMINISTIC_ROUTER, decision.next, decision.reason)],
+                    "strict_selection": decision.strict_selection}
+    if decision.clarification:
+        update["clarification_request"] = decision.clarification
+    if decision.next is Node.TOOL_SELECT and not decision.strict_selection:
+        update["retry_count"] = 0
+    return NodeResult(update, {}, decision.next, reason=decision.reason, model_call=False)
 
 
 def route(state: AgentState, limits: Limits = DEFAULT_LIMITS) -> Route:

@@ -37,7 +37,7 @@ from appliance.agent.progress import steps_not_done
 from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.words import words
 from appliance.agent.reading.write_requests import NOT_CHANGED
-from appliance.agent.state import AgentState, Node
+from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.agent.tool_results import not_in_database_message
 from appliance.llm.base import LanguageModel, TokenCallback
 from appliance.medication.names import DrugRecogniser
@@ -175,13 +175,14 @@ def run(
     on_token: TokenCallback | None = None,
     cancel: threading.Event | None = None,
     drugs: DrugRecogniser | None = None,
-) -> tuple[dict, dict]:
-    """``drugs`` (the turn's recogniser) turns the fact guard on (every agent turn passes it)."""
+) -> NodeResult:
+    """The answer; the turn ends here. ``drugs`` (the turn's recogniser) turns the fact guard on
+    (every agent turn passes it)."""
     if state.clarification_request:  # the request is still being worked out with the clinician
         if on_token:
             on_token(state.clarification_request)
         update = {"final_response": state.clarification_request}
-        return update, {"kind": "clarification", "model_call": False}
+        return NodeResult(update, {"kind": "clarification", "model_call": False}, None, model_call=False)
     code_answer = chart_answer(state)
     if code_answer is None:  # every result is one code reads (code_answers): no model call
         code_answer = code_answers.answer(state, unavailable_messages(state), state.drug_data_size)
@@ -190,8 +191,8 @@ def run(
     if code_answer is not None:  # the sources' facts need no language: code writes them, no model call
         if on_token:
             on_token(code_answer)
-        return {"final_response": code_answer}, {"kind": "answer", "model_call": False, "by": "code",
-                                                 "characters": len(code_answer)}
+        output = {"kind": "answer", "model_call": False, "by": "code", "characters": len(code_answer)}
+        return NodeResult({"final_response": code_answer}, output, None, model_call=False)
     unchanged = record_unchanged(state)
     messages = conversation(SYSTEM_PROMPT, user_message(state), state.conversation_history,
                             results=shortenable(state.tool_results))
@@ -221,7 +222,7 @@ def run(
     output = {"kind": "answer", "fallback_used": problem is not None, "fallback_reason": problem,
               "withheld": [u.words() for u in withheld],
               "characters": len(answer), "cut_at_token_limit": cut, "record_unchanged_said": unchanged}
-    return {"final_response": answer}, output
+    return NodeResult({"final_response": answer}, output, None)
 
 
 def chart_answer(state: AgentState) -> str | None:

@@ -39,7 +39,7 @@ from appliance.agent.grounding import (
 )
 from appliance.agent.order_gate import order_problem, with_sig
 from appliance.agent.reading.patient_refs import typed_ids
-from appliance.agent.state import AgentState, ToolResult
+from appliance.agent.state import AgentState, Node, NodeResult, ToolResult
 from appliance.agent.tool_results import (
     error_result,
     format_result,
@@ -142,7 +142,8 @@ def image_result(state: AgentState, args: dict | None) -> ToolResult:
 
 
 def run(state: AgentState, tools: ToolBox, approve: WriteApproval, deadline: float,
-        known_drug: Callable[[str], bool] | None = None) -> tuple[dict, ToolResult]:
+        known_drug: Callable[[str], bool] | None = None) -> NodeResult:
+    """The call's result on the state (``tool_results``); next RESULT_CLASSIFY."""
     if state.current_tool == "analyze_medical_image":
         result = image_result(state, state.current_args)
     else:
@@ -153,4 +154,10 @@ def run(state: AgentState, tools: ToolBox, approve: WriteApproval, deadline: flo
         "step_count": state.step_count + 1,
         "current_args": result.args,
     }
-    return update, result
+    output: dict = {"error_type": result.error_type}
+    if result.approval_seconds is not None:  # the clinician's time in the approval dialog, apart
+        output["approval_seconds"] = round(result.approval_seconds, 4)
+    if result.safety is not None:  # what the medication safety gate found, as audited
+        output["safety"] = result.safety
+    return NodeResult(update, output, Node.RESULT_CLASSIFY, model_call=False, tool=result.tool_name, args=result.args,
+                      result_summary=result.error or summarize_result(result.result))

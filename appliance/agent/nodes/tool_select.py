@@ -35,7 +35,7 @@ from appliance.agent.progress import steps_not_done
 from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.write_requests import PRESCRIBE
 from appliance.agent.schemas import NextToolSelection, ToolSelection
-from appliance.agent.state import AgentState, Node
+from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
@@ -165,28 +165,35 @@ def _code_call(state: AgentState, drugs: DrugRecogniser | None) -> tuple[str, di
     return order_call(state, tool, drugs)
 
 
-def run(state: AgentState, model: LanguageModel, drugs: DrugRecogniser | None = None) -> tuple[dict, dict]:
-    """``drugs`` (the turn's recogniser) lets code read a prescription from the words."""
+def run(state: AgentState, model: LanguageModel, drugs: DrugRecogniser | None = None) -> NodeResult:
+    """The next call; next TOOL_EXECUTE, or the router when the model answered "none".
+    ``drugs`` (the turn's recogniser) lets code read a prescription from the words."""
     if state.retry_mode == "retry_same" and state.current_tool:
         output = {"tool_name": state.current_tool, "args": state.current_args, "retry": "retry_same"}
-        return {"retry_mode": None}, output
+        return _selected({"retry_mode": None}, output, model_call=False)
     if state.retry_mode == "retry_different_args" and state.current_tool:
         last = state.last_tool_result
         failure = f"{json.dumps(state.current_args)} gave: {last.error}" if last else None
         args = _owned(state, state.current_tool, _stage2(state, model, state.current_tool, failure), drugs)
         output = {"tool_name": state.current_tool, "args": args, "retry": "retry_different_args"}
-        return {"retry_mode": None, "current_args": args}, output
+        return _selected({"retry_mode": None, "current_args": args}, output)
     code = _code_call(state, drugs)
     if code is not None and code[2]:
         tool, args, _complete, why = code
         update = {"current_tool": tool, "current_args": args, "strict_selection": False}
-        return update, {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args, "by": "code", "reason": why}
+        output = {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args, "by": "code", "reason": why}
+        return _selected(update, output, model_call=False)
     tool = code[0] if code is not None else _stage1(state, model)
     if tool == "none":
-        return {"current_tool": "none", "current_args": None}, {"tool_name": "none"}
+        return _selected({"current_tool": "none", "current_args": None}, {"tool_name": "none"})
     args = _owned(state, tool, _stage2(state, model, tool, None), drugs)
     update = {"current_tool": tool, "current_args": args, "strict_selection": False}
     output = {"tool_name": tool, "label": TOOL_LABELS[tool], "args": args}
     if code is not None:
         output["by"] = "code and model"
-    return update, output
+    return _selected(update, output)
+
+
+def _selected(update: dict, output: dict, *, model_call: bool = True) -> NodeResult:
+    nxt = Node.DETERMINISTIC_ROUTER if output["tool_name"] == "none" else Node.TOOL_EXECUTE
+    return NodeResult(update, output, nxt, model_call=model_call, tool=output["tool_name"], args=output.get("args"))
