@@ -19,6 +19,7 @@ from mcp_servers.contracts import (
     WRITE_TOOLS,
     Tool,
     ToolArgs,
+    register,
     tool_record,
 )
 
@@ -107,6 +108,9 @@ def test_a_record_names_only_its_own_arguments():
         Tool("t", "knowledge", Args, "T", "d", "e", approval="clinician", said_fields=("dosage",))
     with pytest.raises(ValueError, match="only a write"):
         Tool("t", "knowledge", Args, "T", "d", "e", sig=True)
+    with pytest.raises(ValueError, match="registered already"):  # a tool is one record
+        register(Tool("check_drug_safety", "knowledge", Args, "T", "d", "e"))
+    assert tool_record("check_drug_safety").args.__name__ == "DrugSafetyArgs"
 
 
 @pytest.mark.parametrize("server", ["knowledge", "umls"])
