@@ -90,7 +90,15 @@ ROWS = [
     ("pt on lithium, Na 131, ok to add HCTZ?", INTERACT, {"drug_names": {"lithium", "hydrochlorothiazide"}}, None),
     ("Norco and Valium - any concern?", INTERACT, {"drug_names": {"hydrocodone-acetaminophen", "diazepam"}}, None),
     ("and with clarithromycin?", INTERACT, {"drug_names": {"warfarin", "clarithromycin"}}, PAIR_TALK),
-    # label shorthand; lab words said of a drug, not of a patient
+    ("does rifampin affect apixaban?", INTERACT, {"drug_names": {"rifampin", "apixaban"}}, None),
+    ("can it be taken with aspirin?", INTERACT, {"drug_names": {"dofetilide", "aspirin"}}, DOFETILIDE_TALK),
+    ("sotalol QT risk with levofloxacin", INTERACT, {"drug_names": {"sotalol", "levofloxacin"}}, None),
+    ("adding fluconazole to glyburide - ok?", INTERACT, {"drug_names": {"fluconazole", "glyburide"}}, None),
+    ("ok to take Cialis if on nitroglycerin", INTERACT, {"drug_names": {"tadalafil", "nitroglycerin"}}, None),
+    # label shorthand; the harms labels warn of; a drug and a short qualifier; lab words said of a drug
+    ("Eliquis in dialysis", S, {"drug_name": "apixaban"}, None),
+    ("zolpidem falls in the elderly", S, {"drug_name": "zolpidem"}, None),
+    ("oxycodone addiction potential", S, {"drug_name": "oxycodone"}, None),
     ("AEs of Januvia", S, {"drug_name": "sitagliptin"}, None),
     ("who shouldn't take Flomax", S, {"drug_name": "tamsulosin"}, None),
     ("what bloods to monitor on lithium", S, {"drug_name": "lithium"}, None),
@@ -102,6 +110,7 @@ ROWS = [
     ("meta-analysis of statins in the elderly", L, {"query": "statins elderly"}, None),
     ("latest research on GLP-1 agonists and weight loss", L, {"query": "GLP-1 agonists weight loss"}, None),
     ("do trials show benefit of DOACs over warfarin? any RCTs", L, {}, None),
+    ("what's the data on statins in the elderly", L, {"query": "statins elderly"}, None),
     # trials
     ("any trials for lung cancer", T, {"condition": "lung cancer"}, None),
     ("recruiting trials for heart failure", T, {"condition": "heart failure", "status": None}, None),
