@@ -40,7 +40,13 @@ from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget
 from appliance.medication.names import DrugRecogniser
-from mcp_servers.contracts import ARG_SCHEMAS, FULL_DESCRIPTIONS, TOOL_LABELS, ToolSet
+from mcp_servers.contracts import (
+    ARG_SCHEMAS,
+    FULL_DESCRIPTIONS,
+    TOOL_LABELS,
+    TOOLS,
+    ToolSet,
+)
 
 TEMPERATURE = 0.0
 STAGE1_MAX_TOKENS = token_budget(NextToolSelection, 64)
@@ -137,7 +143,7 @@ def _owned(state: AgentState, tool: str, args: dict, drugs: DrugRecogniser | Non
     and for a prescription what the order parser read from the clinician's words."""
     args = dict(args)
     patient = code_patient(state)
-    if patient and "patient_id" in ARG_SCHEMAS[tool].model_fields:
+    if patient and TOOLS[tool].needs_patient:
         args["patient_id"] = patient
     if tool == PRESCRIBE and drugs is not None:
         read = prescription_from_words(state, drugs)
