@@ -19,11 +19,11 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 
 from textual import work
 from textual.message import Message
 
+from appliance.conversation import CodeAnswer
 from appliance.prescreen.run import DISCLAIMER
 
 TUI_MAX_TRIALS = 3
@@ -45,16 +45,6 @@ class PrescreenShown(Message):
         super().__init__()
         self.turn_id = turn_id
 
-
-@dataclass
-class PrescreenAnswer:
-    """What ``on_turn_finished`` reads from a turn's result."""
-
-    response: str
-    kind: str = "answer"
-    disclaimer: str | None = FOOTNOTE
-    trace: list = field(default_factory=list)
-    safety: list = field(default_factory=list)  # a prescreen writes nothing: no safety findings
 
 
 class PrescreenHandling:
@@ -81,13 +71,13 @@ class PrescreenHandling:
     def _run_prescreen(self, turn_id: int, patient_id: str, cancel: threading.Event) -> None:
         from appliance.prescreen.run import render_text, run_prescreen
 
-        def prescreen() -> PrescreenAnswer:
+        def prescreen() -> CodeAnswer:
             result = run_prescreen(
                 self.model, self.tools, patient_id, max_trials=TUI_MAX_TRIALS,
                 deadline=self.settings.tool_deadline_seconds, cancel=cancel,
                 progress=lambda text: self.post_message(PrescreenProgress(turn_id, text)),
             )
-            return PrescreenAnswer(render_text(result, disclaimer=False))
+            return CodeAnswer(render_text(result, disclaimer=False), disclaimer=FOOTNOTE)
 
         self._post_outcome(turn_id, cancel, prescreen)
         self.post_message(PrescreenShown(turn_id))

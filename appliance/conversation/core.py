@@ -13,8 +13,9 @@ Invariants:
   a later question; ``about`` holds every patient the conversation's exchanges touched.
 - Every exchange is saved in the one sessions store (``appliance.accounts.sessions``) with the
   words decided here: the answer as shown (the safety check's findings first, patient IDs the
-  turn and the conversation do not account for hidden), a stopped turn's ``turn_outcome`` words,
-  a failed turn's problem. The saved session is created by the first exchange, with the patient
+  turn and the conversation do not account for hidden; an answer made by code, such as a
+  prescreen, is a ``CodeAnswer``), a stopped turn's ``turn_outcome`` words, a failed turn's
+  problem. The saved session is created by the first exchange, with the patient
   current then; a later open of the patient is recorded on it.
 - A storage problem is said once through ``report`` (one line, no patient data) and the
   conversation goes on unsaved.
@@ -23,7 +24,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from appliance.accounts.sessions import (
@@ -47,6 +48,19 @@ class Opened:
 
     announced: str | None
     new_conversation: bool
+
+
+@dataclass
+class CodeAnswer:
+    """An answer made by code outside the agent (a trial prescreen), as ``answered`` reads a
+    turn's result: no trace, no safety findings, no agent state."""
+
+    response: str
+    kind: str = "answer"
+    disclaimer: str | None = None
+    trace: list = field(default_factory=list)
+    safety: list = field(default_factory=list)
+    state: None = None
 
 
 def resume_problem(target: str | None, path: Path | None = None) -> str | None:
@@ -175,11 +189,6 @@ class Conversation:
     def failed(self, question: str, patient_id: str | None, trace: Iterable, problem: str) -> None:
         """A turn that could not be answered: saved with its problem, not history."""
         self._save(question, f"(not answered: {problem})", "notice", "failed", patient_id, _dicts(trace))
-
-    def note(self, question: str, reply: str, patient_id: str | None) -> None:
-        """An exchange answered by code outside the agent (a prescreen): saved and the patient is
-        what the conversation is about, not history."""
-        self._save(question, reply, "answer", "complete", patient_id, [])
 
     def _save(self, question: str, reply: str, kind: str, status: str, patient_id: str | None,
               trace: list[dict]) -> None:

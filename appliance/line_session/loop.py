@@ -34,7 +34,12 @@ import threading
 from appliance.accounts.reauthenticate import reauthenticate
 from appliance.agent.trace_words import approval_parts, plain, trace_parts
 from appliance.config import Settings
-from appliance.conversation import Conversation, CurrentPatient, resume_problem
+from appliance.conversation import (
+    CodeAnswer,
+    Conversation,
+    CurrentPatient,
+    resume_problem,
+)
 from appliance.conversation.approval import answered, asked
 from appliance.conversation.patient_choice import resolve
 from appliance.errors import ApplianceError, GenerationCancelled, TurnCancelled
@@ -236,17 +241,19 @@ def _prescreen(agent, tools, conversation: Conversation, settings: Settings, int
         result = run_prescreen(agent.model, tools, current.patient_id, max_trials=LINE_MAX_TRIALS,
                                deadline=settings.tool_deadline_seconds, cancel=cancel, progress=progress.note)
     except GenerationCancelled:
+        conversation.stopped("/prescreen", current.patient_id, [])
         print("[prescreen stopped: the session goes on]\n")
         return False
     except ApplianceError as exc:
+        conversation.failed("/prescreen", current.patient_id, [], str(exc))
         print(f"\n[problem] {exc}", file=sys.stderr)
         return False
     finally:
         interrupts.turn_ended()
         progress.done()
-    text = render_text(result, criteria=False)
-    print(text + "\n")
-    conversation.note("/prescreen", text, current.patient_id)
+    # saved, and context for follow-up questions, as the terminal's F6 answer is
+    answer = CodeAnswer(render_text(result, criteria=False))
+    print(conversation.answered("/prescreen", current.patient_id, answer) + "\n")
     return True
 
 
