@@ -38,6 +38,7 @@ from textual.screen import Screen
 from appliance.accounts import Account, AccountStore
 from appliance.config import Settings
 from appliance.conversation import Conversation, resume_problem
+from appliance.conversation.approval import asked
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import VisionModel
 from appliance.runtime import model_files
@@ -270,6 +271,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
         gate just read, else the open one as loaded, else read now) in the dialog's words, and the
         author of the write."""
         pid = args.get("patient_id")
+        not_open = asked(args, self.conversation.current).not_current  # the line session's words too
         gate_read = (known_chart or {}).get("patient") or {}
         chart = known_chart if (pid and gate_read.get("patient_id") == pid) else None
         if chart is None and pid and pid == self.conversation.patient_id and self.chart:
@@ -278,9 +280,9 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             outcome = call_tool(self.tools, "get_patient_chart", {"patient_id": pid}, self.settings.tool_deadline_seconds)
             chart = outcome.result if outcome.ok else None
         if not chart:
-            return ApprovalContext(str(pid), "unknown", [], self.author_label())
+            return ApprovalContext(str(pid), "unknown", [], self.author_label(), not_open=not_open)
         status, allergies = allergy_status(chart)
-        return ApprovalContext(identity_line(chart), status, allergies, self.author_label())
+        return ApprovalContext(identity_line(chart), status, allergies, self.author_label(), not_open=not_open)
 
     def _dismiss_approval(self) -> None:
         for screen in reversed(self.screen_stack):

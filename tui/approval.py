@@ -42,6 +42,7 @@ class ApprovalContext:
     not_checked: list[str] = field(default_factory=list)  # what the safety check could not check
     needs_override: bool = False  # approving is an override: a reason and the password again
     password_needed: bool = True  # False where the appliance has no clinician accounts
+    not_open: bool = False  # written to a patient who is not the open one (the core's ``asked``)
 
 
 class ApprovalBridge:

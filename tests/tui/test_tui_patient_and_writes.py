@@ -110,6 +110,7 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         for name, value in WRITE_ARGS[tool].items():  # the exact arguments are shown
             if name == "patient_id":  # fixed: shown with the patient's name, not editable
                 assert "John Smith" in patient_block(screen) and "(abc-123)" in patient_block(screen)
+                assert "NOT the open patient" not in patient_block(screen)
                 assert not screen.query("#arg-patient_id")
                 continue
             assert field_value(screen, name) == ("" if value is None else value)
@@ -123,6 +124,22 @@ async def test_a_write_runs_only_after_approve(tmp_path, tool):
         assert model.pending() == {}
         # after a successful write to the open patient, the chart is reloaded
         assert calls_of(toolbox, "get_patient_chart") == [{"patient_id": "abc-123"}] * (2 + len(gate))
+
+
+async def test_a_write_to_a_patient_who_is_not_open_says_so(tmp_path):
+    """As the line session's prompt does (the conversation core's ``asked``): the dialog names
+    the patient written to and says they are not the open one."""
+    tools = {"get_patient_chart": [{"result": chart("pat-002", "Maria Garcia")}, {"result": chart()}]}
+    app, _, toolbox = make_app(tmp_path, write_script("add_allergy", approved=False), tools)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.open_patient("pat-002", "Maria Garcia")
+        await settle(pilot)
+        screen = await open_approval(pilot, "add_allergy")  # for abc-123
+        assert "John Smith" in patient_block(screen) and "NOT the open patient" in patient_block(screen)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.turn is None, what="the rejection")
+        assert calls_of(toolbox, "add_allergy") == []
 
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)

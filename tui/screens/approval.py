@@ -84,6 +84,8 @@ class ApprovalScreen(ModalScreen[Approval | None]):
         pid = self.original.get("patient_id")
         text = Text("Patient: ", style="bold")
         text.append(f"{ctx.patient} ({pid})" if ctx and ctx.patient != str(pid) else str(pid))
+        if ctx is not None and ctx.not_open:
+            text.append("  NOT the open patient", style="bold red")
         text.append("\n")
         if ctx is None or ctx.allergy_status == "unknown":
             text.append("Allergies: unknown (the chart could not be read)", style="bold yellow")
