@@ -223,9 +223,10 @@ def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecog
     if INTERACTION_TOOL in tools and len(generics) < 2:
         return None  # "check his meds against X": the other drugs are the chart's, the model's to fill
     label_topic = bool(kw.LABEL_TOPIC.search(text) or SAFETY_TOOL in tools and not kw.CONCERN.search(text))
-    joined = _joined(text, spans) or from_history
-    if len(generics) >= 2 and (interaction_words or _strongly_joined(text, spans)
-                               or (joined and (kw.COMBINE_QUESTION.search(text) or not label_topic))):
+    # "papers on apixaban vs warfarin": a search compares the drugs, it does not give them together
+    joined = not searches and (_joined(text, spans) or from_history)
+    if len(generics) >= 2 and (interaction_words or joined and (_strongly_joined(text, spans)
+                                                                or kw.COMBINE_QUESTION.search(text) or not label_topic)):
         return [KnowledgeCall(INTERACTION_TOOL, {"drug_names": generics[:6]},
                               "two or more drugs named with words about giving them together", tuple(notes))]
     alone = not searches and not kw.QUESTION_START.match(text) and bool(spans) and (
@@ -259,7 +260,9 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
     nct = kw.NCT_ID.search(text)
     if nct:
         calls.append(KnowledgeCall(DETAILS_TOOL, {"nct_id": nct.group(0).upper()}, "an NCT id"))
-    prescreen = PRESCREEN_TOOL in tools or (TRIALS_TOOL in tools and kw.FOR_PATIENT.search(text))
+    # trial words about the patient ("for her"), or with nothing but who they are for ("find her a trial")
+    prescreen = PRESCREEN_TOOL in tools or (TRIALS_TOOL in tools and not nct and (kw.FOR_PATIENT.search(text) or _trial_args(
+        _clause_of(TRIALS, text), [], drugs, kw.PRESCREEN_FILLER) is None))
     if prescreen and patient:
         trial = _trial_args(text, [], drugs, kw.PRESCREEN_FILLER)
         calls.append(KnowledgeCall(PRESCREEN_TOOL, {"patient_id": patient, "condition": trial and trial["condition"]},

@@ -24,7 +24,7 @@ LABEL_TOPIC = words(
     r"doses?", r"dosing", r"dosages?", r"max(?:imum)?\s+dose", r"dose\s+adjust\w*", r"pregnan\w*", r"preg",
     r"breast-?feed\w*", r"lactat\w*", r"nursing", r"child-?bearing", r"conceiv\w*", r"renal\w*", r"kidneys?",
     r"hepatic", r"liver", r"monitor\w*", r"used\s+(?:for|to)", r"uses?\s+(?:for|of)", r"indications?", r"indicated",
-    r"what\s+(?:is|are)", r"what's", r"tell\s+me\s+about", r"info(?:rmation)?", r"about", r"mechanism", r"work",
+    r"what\s+(?:is|are)", r"what's", r"tell\s+me\s+about", r"info(?:rmation)?", r"(?<!what\s)(?<!how\s)about", r"mechanism", r"work",
     r"class", r"overdose", r"elderly", r"children", r"boxed", r"black\s+box", r"label", r"cautions?",
     r"SEs?", r"s/e", r"side\s*fx", r"ADRs?", r"AEs?", r"adverse\s+(?:drug\s+)?(?:reactions?|effects?|events?)",
     r"side[-\s]effects?", r"warnings?", r"contraindicat\w*", r"precautions?", r"toxicity", r"profile",
@@ -63,6 +63,7 @@ DRUG_IN = re.compile(r"^\s*(?:in|during|for|with)\s+[\w/ -]{1,40}?\s*\??\s*$", r
 # Before a drug the patient is on ("pt on X, ...") and before one to be added ("ok to add Y?").
 ON_DRUG = re.compile(r"\b" + _ON + r"\s*$", re.IGNORECASE)
 NEW_DRUG = re.compile(r"\b(?:add|adding|start|starting|begin|give|giving|prescribe|prescribing|co-?prescribe|try|take|"
+                      r"wants?|wanting|needs?|asking\s+for|asks\s+for|requesting|"
                       r"use|switch(?:ing)?\s+to)\s+(?:him|her|them|some|a|an)?\s*$", re.IGNORECASE)
 PRONOUN = words(r"it", r"its", r"this\s+(?:drug|medication|medicine|one)", r"that\s+(?:drug|medication|medicine|one)",
                 r"the\s+(?:drug|medication|medicine)", r"them", r"both", r"these", r"those", r"they", r"their")
@@ -80,7 +81,8 @@ PATIENT_REF = words(r"his", r"her", r"hers", r"their", r"patient'?s", r"pt'?s", 
 NCT_ID = re.compile(r"\bNCT(?:\d{8}|-DEMO-\d+)\b", re.IGNORECASE)
 PHASE = re.compile(r"\bphase\s*(1|2|3|4|i{1,3}|iv)\b", re.IGNORECASE)
 ROMAN = {"i": "1", "ii": "2", "iii": "3", "iv": "4"}
-FOR_PATIENT = words(r"for\s+(?:this|my|the)\s+patient", r"for\s+(?:him|her|them)", r"(?:could|can|would)\s+(?:he|she|they)\s+"
+FOR_PATIENT = words(r"for\s+(?:this|my|the)\s+patient", r"for\s+(?:him|her|them)",
+                    r"(?:find|get|search|look\s+for)\s+(?:him|her|them)\s+(?:a|any|some)\s+(?:clinical\s+)?trials?", r"(?:could|can|would)\s+(?:he|she|they)\s+"
                     r"(?:join|enrol\w*|enroll\w*|take\s+part)")
 # The words after which a trial request names its condition ("a trial on preeclampsia").
 TRIAL_TOPIC = re.compile(r"\b(?:trials?|stud(?:y|ies))\b.*?\b(?:for|on|in|of|about|treating|targeting|into)\s+(.+)$",
@@ -96,7 +98,7 @@ FILLER = frozenset("""a an the any some what whats is are was were be there do d
     recruiting recruit enrolling enrol enroll open ongoing active completed available that which who patient patients
     please can could you i we us say says show shows showing suggest suggests support supports data good best
     phase nct ctgov clinicaltrials gov on-going currently right now our my this these anyone someone anybody
-    running conducting doing happening going base""".split())
+    running conducting doing happening going base landmark key major""".split())
 # Words that say who, not what, in a prescreen ("any trials she might qualify for?").
 PRESCREEN_FILLER = FILLER | frozenset("""he she him her they them his hers their might may would could qualify
     qualifies eligible eligibility candidate candidates match matches prescreen pre-screen screen be fit suitable

@@ -95,6 +95,8 @@ ROWS = [
     ("sotalol QT risk with levofloxacin", INTERACT, {"drug_names": {"sotalol", "levofloxacin"}}, None),
     ("adding fluconazole to glyburide - ok?", INTERACT, {"drug_names": {"fluconazole", "glyburide"}}, None),
     ("ok to take Cialis if on nitroglycerin", INTERACT, {"drug_names": {"tadalafil", "nitroglycerin"}}, None),
+    ("patient on sertraline needs tramadol for a fracture", INTERACT, {"drug_names": {"sertraline", "tramadol"}}, None),
+    ("how about with fluconazole?", INTERACT, {"drug_names": {"warfarin", "fluconazole"}}, PAIR_TALK),
     # label shorthand; the harms labels warn of; a drug and a short qualifier; lab words said of a drug
     ("Eliquis in dialysis", S, {"drug_name": "apixaban"}, None),
     ("zolpidem falls in the elderly", S, {"drug_name": "zolpidem"}, None),
@@ -111,6 +113,7 @@ ROWS = [
     ("latest research on GLP-1 agonists and weight loss", L, {"query": "GLP-1 agonists weight loss"}, None),
     ("do trials show benefit of DOACs over warfarin? any RCTs", L, {}, None),
     ("what's the data on statins in the elderly", L, {"query": "statins elderly"}, None),
+    ("studies of dabigatran vs warfarin", L, {"query": "dabigatran vs warfarin"}, None),
     # trials
     ("any trials for lung cancer", T, {"condition": "lung cancer"}, None),
     ("recruiting trials for heart failure", T, {"condition": "heart failure", "status": None}, None),
@@ -221,5 +224,7 @@ def test_trial_words_about_the_open_patient_are_the_prescreen(agent_parts):
     calls = read_request(AgentState(user_query="would she qualify for any asthma trials?",
                                     selected_patient_id="abc-123"), drugs)
     assert [(c.tool, c.args["condition"]) for c in calls] == [("prescreen_for_trials", "asthma")]
+    calls = read_request(AgentState(user_query="get him a trial", selected_patient_id="abc-123"), drugs)
+    assert [c.tool for c in calls] == ["prescreen_for_trials"]
     # no patient: which one is not code's to guess
     assert read_request(AgentState(user_query="is she eligible for any trials?"), drugs) == ()
