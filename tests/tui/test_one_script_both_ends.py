@@ -1,9 +1,10 @@
 """One script through both front ends, over the real record (the servers in process, on a data
 home built by ``appliance init``) with the same scripted model: open a patient in words, ask
-about their chart, open another, ask again, find a third by name and pick one, ask again. The
-clinic terminal (Pilot) and the line session (in process) are views over one conversation core
+about their chart, open another, ask again, find a third by name and pick one, ask again. Then
+a write approved and stopped right after it ran (scripted tools). The clinic terminal (Pilot)
+and the line session (in process) are views over one conversation core
 (``appliance.conversation``), so what each saved must be the same: the conversations, the
-patients each is about, and every message with its status and patient."""
+patients each is about, and every message with its words, status and patient."""
 
 from __future__ import annotations
 
@@ -15,7 +16,21 @@ from appliance.llm.fake import ScriptedModel
 from common import locations
 from tests.line_session_driver import run_session
 from tests.tui import test_tui_real_ehr
-from tests.tui.helpers import IC, SIZE, ask, intent, ready, settle, texts, wait_until
+from tests.tui.helpers import (
+    IC,
+    SIZE,
+    WRITE_ARGS,
+    WRITE_QUESTIONS,
+    ask,
+    chart,
+    intent,
+    make_app,
+    ready,
+    settle,
+    texts,
+    wait_until,
+    write_script,
+)
 from tests.tui.test_tui_real_ehr import InProcessToolBox
 from tui.app import ClinicApp
 
@@ -78,3 +93,43 @@ async def test_the_terminal_and_the_line_session_save_the_same_conversations(hom
     assert by_line_session == by_terminal
     assert out.count("A new conversation starts for") == 2
     assert terminal_model.pending() == line_model.pending() == {}
+
+
+async def test_a_write_stopped_after_it_ran_is_saved_alike(tmp_path, monkeypatch):
+    """Approve a documented allergy, then stop the turn right after the record took it (the
+    terminal's Escape, the line session's Ctrl+C): both save the same stopped exchange, in the
+    core's words from the turn's trace."""
+    tools = {"get_patient_chart": [{"result": chart()}] * 3, "add_allergy": [{"result": {"id": "al-1"}}]}
+    app, _, toolbox = make_app(tmp_path / "terminal", write_script("add_allergy", approved=True), tools)
+    (tmp_path / "terminal").mkdir()
+    call = toolbox.call
+
+    def escape_after_the_write(tool, args, deadline, **kw):
+        outcome = call(tool, args, deadline, **kw)
+        if tool == "add_allergy":
+            app.call_from_thread(app.action_cancel_turn)
+        return outcome
+
+    toolbox.call = escape_after_the_write
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.open_patient("abc-123", "John Smith")
+        await settle(pilot)
+        await ask(pilot, WRITE_QUESTIONS["add_allergy"])
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "ApprovalScreen", what="the dialog")
+        await pilot.press("ctrl+y")
+        await wait_until(pilot, lambda: app.turn is None, what="the stopped turn")
+        await settle(pilot)
+    by_terminal = saved(SessionStore(tmp_path / "terminal" / "sessions.sqlite"))
+
+    lines = ["/patient abc-123", WRITE_QUESTIONS["add_allergy"], "y", "/quit"]
+    _, box, _ = run_session(monkeypatch, tmp_path / "line", lines, write_script("add_allergy", approved=True), tools,
+                            interrupt_after="add_allergy")
+    by_line_session = saved(SessionStore(locations.sessions_db_path()))
+
+    assert [args for tool, args in box.calls if tool == "add_allergy"] == [WRITE_ARGS["add_allergy"]]
+    (conversation,) = by_terminal
+    assert conversation["messages"][1] == (
+        "assistant", "(cancelled by the clinician; saved to the record before the stop: "
+        "Allergy Documentation for abc-123; nothing else was written)", "answer", "cancelled", "abc-123")
+    assert by_line_session == by_terminal
