@@ -33,7 +33,7 @@ from appliance.accounts.sessions import (
     SessionStoreError,
     StoredMessage,
 )
-from appliance.conversation.current import KEEP, CurrentPatient, turn_patient
+from appliance.conversation.current import CurrentPatient
 from appliance.conversation.patient_choice import Shown
 from appliance.conversation.rule import starts_new_conversation, turn_patients
 from appliance.conversation.turn_outcome import stopped_words
@@ -80,6 +80,8 @@ def _dicts(trace: Iterable) -> list[dict]:
 
 
 class Conversation:
+    """One conversation with the agent, held by a front end (see the module docstring)."""
+
     def __init__(self, model: str | None, store: SessionStore | None = None,
                  report: Callable[[str], None] = lambda line: None):
         self.model, self.store, self.report = model, store, report
@@ -128,9 +130,7 @@ class Conversation:
         """After a turn: learn names from its results and make the patient it settled on current
         (``current.turn_patient``); the rule waits for the next question (``before_question``).
         The change in words, or None."""
-        self.current.learn_names(state)
-        chosen = turn_patient(state)
-        announced = None if chosen is KEEP else self.current.switch(chosen)
+        announced = self.current.after_turn(state)
         if announced is not None:
             self._record_patient()
         return announced
