@@ -94,7 +94,8 @@ def _intent(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict:
     said = (out or {}).get("model_said") or out or {}
     got = {"intent": said.get("intent"), "suggested_tool": said.get("suggested_tool")}
     right = got["intent"] == case.intent and (case.suggested_tool is None or got["suggested_tool"] == case.suggested_tool)
-    return _record({"intent": case.intent, "suggested_tool": case.suggested_tool}, got, right, error, seconds)
+    by = "code" if (out or {}).get("by") == "code" else "model"  # a chart question code routes is not the model's
+    return _record({"intent": case.intent, "suggested_tool": case.suggested_tool}, got, right, error, seconds, by)
 
 
 def _tools(case: Case, model: LanguageModel, drugs: DrugRecogniser) -> dict[str, dict]:

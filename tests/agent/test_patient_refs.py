@@ -194,11 +194,13 @@ TURNS = [
 
 @pytest.mark.parametrize("query,pid,outcome,calls,words", TURNS, ids=[t[0] for t in TURNS])
 def test_the_turn_asks_instead_of_retrying_and_skipping(query, pid, outcome, calls, words):
-    # An ID code recognises in the words is code's call to make (appliance.agent.orders.code_patient):
-    # the model is asked to choose only when code has no patient.
-    select = [] if find_patient_ids(query) else [{"tool_name": "get_patient_chart"}, {"patient_id": pid}]
+    # An ID code recognises in the words is code's call to make (appliance.agent.orders.code_patient),
+    # and a chart question about that patient is routed by code too: the model is asked for the
+    # intent and the call only when code has no patient.
+    recognised = bool(find_patient_ids(query))
+    select = [] if recognised else [{"tool_name": "get_patient_chart"}, {"patient_id": pid}]
     result, model, toolbox = _turn(
-        query, {IC: [CHART_INTENT], TS: select},
+        query, {IC: [] if recognised else [CHART_INTENT], TS: select},
         {"get_patient_chart": [outcome]} if outcome else None)
     assert result.path == [IA, IC, *LOOP, EH, SY]
     assert len(toolbox.calls) == calls

@@ -53,9 +53,7 @@ PARSES = {
 }
 
 TURNS = {
-    "chart question": ("Any allergies?", {IC: [
-        {"intent": "TOOL_NEEDED", "task_summary": "Allergies.", "suggested_tool": "get_patient_chart"}]},
-        {"get_patient_chart": [{"result": CHART}]}, {"patient_id": "pat-002"}),
+    "chart question": ("Any allergies?", {}, {"get_patient_chart": [{"result": CHART}]}, {"patient_id": "pat-002"}),
     "order": ("Prescribe metformin 500mg twice daily for abc-123", {IC: [
         {"intent": "TOOL_NEEDED", "task_summary": "Prescribe.", "suggested_tool": "prescribe_medication"}]},
         {"prescribe_medication": [{"result": {"id": "54ab4be4-0c1d", "status": "active"}}]}, {}),

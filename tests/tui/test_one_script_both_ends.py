@@ -17,13 +17,11 @@ from common import locations
 from tests.line_session_driver import run_session
 from tests.tui import test_tui_real_ehr
 from tests.tui.helpers import (
-    IC,
     SIZE,
     WRITE_ARGS,
     WRITE_QUESTIONS,
     ask,
     chart,
-    intent,
     make_app,
     ready,
     settle,
@@ -51,9 +49,10 @@ QUESTIONS = 3  # the lines that go to the agent
 
 
 def script() -> dict:
-    """The model only classifies each question; the chart is code's call and the answer code's
-    words (``appliance.agent.code_answers``), so a model answer would be a failed turn."""
-    return {IC: [intent("get_patient_chart")] * QUESTIONS}
+    """No model call: each question is about the current patient's chart, so code routes it,
+    makes the chart call and answers in its words (``appliance.agent.code_answers``); a model
+    call would be a failed turn."""
+    return {}
 
 
 def saved(store: SessionStore) -> list[dict]:

@@ -35,7 +35,7 @@ async def test_the_demo_notice_stays_on_screen(tmp_path):
 
 
 async def test_an_answer_from_the_chart_carries_the_reminder_and_a_general_one_does_not(tmp_path):
-    script = {IC: [intent("get_patient_chart"), intent()],
+    script = {IC: [intent()],  # the chart question is code's to route, the general one the model's
               TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "abc-123"}],
               RC: [good()], SY: ["Hypertension is raised blood pressure."]}  # the chart's answer is code's
     app, _, _ = make_app(tmp_path, script, {"get_patient_chart": [{"result": chart()}] * 3})

@@ -8,6 +8,8 @@ from __future__ import annotations
 from appliance.agent.knowledge_requests import routed_by_code
 from appliance.agent.knowledge_requests import summary as knowledge_summary
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
+from appliance.agent.orders import code_patient
+from appliance.agent.reading.chart_topics import ORDER
 from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import IntentClassification
 from appliance.agent.state import AgentState, Node, NodeResult
@@ -41,6 +43,14 @@ def run(state: AgentState, model: LanguageModel) -> NodeResult:
         calls = state.knowledge_calls
         update = {"intent": "TOOL_NEEDED", "task_summary": knowledge_summary(calls), "suggested_tool": calls[0].tool}
         return _labelled(update, {**update, "by": "code", "reason": "the clinician's words name the look-up"}, False)
+    if chart_routed_by_code(state):
+        # A question about the chart of the patient code settled on: code makes the chart call, no model call.
+        topics = reading_of(state).chart_topics
+        asked = "the patient's chart" if topics == ORDER else "the patient's " + ", ".join(topics)
+        update = {"intent": "TOOL_NEEDED", "task_summary": f"The clinician asks about {asked}.",
+                  "suggested_tool": "get_patient_chart"}
+        return _labelled(update, {**update, "by": "code", "reason": "the clinician asked about the patient's chart"},
+                         False)
     user = state.user_query
     if state.selected_patient_id:
         user += f"\n(The clinician has patient {state.selected_patient_id} open.)"
@@ -79,6 +89,14 @@ def run(state: AgentState, model: LanguageModel) -> NodeResult:
         output["model_said"] = {"intent": out.intent, "suggested_tool": out.suggested_tool}
         output.update(intent=update["intent"], suggested_tool=update["suggested_tool"])
     return _labelled(update, output, True)
+
+
+def chart_routed_by_code(state: AgentState) -> bool:
+    """A question about chart sections (the reading's chart topics) whose only step is the
+    chart, of a patient code settled on (typed, or open with no other named): code routes it."""
+    reading = reading_of(state)
+    return bool(reading.chart_topics) and not reading.writes and not state.knowledge_calls \
+        and {s.tool for s in reading.steps} <= {"get_patient_chart"} and code_patient(state) is not None
 
 
 def _labelled(update: dict, output: dict, model_call: bool) -> NodeResult:
