@@ -7,8 +7,11 @@ Invariants:
 - Every node emits one ``TraceEvent`` (clinical label, duration, structured output, tool
   call, router decision and reason) to ``on_event`` as it finishes.
 - Dispatch is one table, ``STEPS``, from each ``Node`` to its step: the step runs the node,
-  emits the node's trace event under the dispatched name and returns the next ``Node``, so
+  whose ``run`` returns one ``NodeResult``; ``_finish`` merges its update, emits the node's
+  trace event under the dispatched name and returns the next ``Node`` the result names, so
   the path, the trace and the dispatch cannot disagree.
+- The request is read once, at INPUT_ASSEMBLY (``state.reading``), and served for the rest of
+  the turn (``reading.current``): nothing parses the clinician's words again.
 - The loop is bounded: MAX_STEPS tool executions and a hard cap on node visits.
 - An empty question (only spaces or invisible characters, and no image) runs no node and no
   model call: the turn returns ``EMPTY_QUESTION`` as a clarification.
