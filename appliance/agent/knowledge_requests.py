@@ -250,6 +250,8 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
     tools = [s.tool for s in steps]
     if LITERATURE_TOOL not in tools and kw.LITERATURE_MORE.search(text):  # "what's the data on X"
         tools.append(LITERATURE_TOOL)
+    if LITERATURE_TOOL in tools and TRIALS_TOOL not in tools and kw.OPEN_STUDIES.search(text):
+        tools = [TRIALS_TOOL if t == LITERATURE_TOOL else t for t in tools]
     if TRIALS_TOOL in tools and kw.TRIAL_EVIDENCE.search(text):  # "do trials show ...": what trials found
         tools = [t for t in tools if t != TRIALS_TOOL] + ([] if LITERATURE_TOOL in tools else [LITERATURE_TOOL])
     if chart_topics(query) and patient and not steps:

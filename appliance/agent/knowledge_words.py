@@ -29,6 +29,9 @@ LABEL_TOPIC = words(
     r"SEs?", r"s/e", r"side\s*fx", r"ADRs?", r"AEs?", r"adverse\s+(?:drug\s+)?(?:reactions?|effects?|events?)",
     r"side[-\s]effects?", r"warnings?", r"contraindicat\w*", r"precautions?", r"toxicity", r"profile",
     r"who\s+(?:shouldn't|should\s+not|can't|cannot|must\s+not)\s+(?:get|take|have|use|receive|be\s+given)",
+    # what a prescriber checks before starting ("anything I should know before starting X?")
+    r"(?:should|need\s+to|must)\s+know", r"before\s+(?:starting|prescribing|giving|using)", r"counsel\w*",
+    r"(?:watch|look)\s+out\s+for", r"max(?:imum)?", r"duration", r"how\s+long", r"limits?",
     # harms a label's warnings name
     r"abuse", r"misuse", r"addict\w*", r"dependence", r"withdrawal", r"QTc?", r"bleed\w*", r"hypoglyc\w*",
     r"hyperkal\w*", r"serotonin\s+syndrome", r"angioedema", r"rash\w*", r"suicid\w*", r"falls?",
@@ -98,7 +101,7 @@ FILLER = frozenset("""a an the any some what whats is are was were be there do d
     recruiting recruit enrolling enrol enroll open ongoing active completed available that which who patient patients
     please can could you i we us say says show shows showing suggest suggests support supports data good best
     phase nct ctgov clinicaltrials gov on-going currently right now our my this these anyone someone anybody
-    running conducting doing happening going base landmark key major""".split())
+    running conducting doing happening going base landmark key major known""".split())
 # Words that say who, not what, in a prescreen ("any trials she might qualify for?").
 PRESCREEN_FILLER = FILLER | frozenset("""he she him her they them his hers their might may would could qualify
     qualifies eligible eligibility candidate candidates match matches prescreen pre-screen screen be fit suitable
@@ -113,6 +116,8 @@ NOT_TYPOS = frozenset("""about warning warnings safety effects effect adverse bo
 # Literature said in other words than the task patterns' ("what's the data on X").
 LITERATURE_MORE = words(r"the\s+data\s+(?:on|for|behind|about)", r"outcomes?\s+data", r"landmark\s+(?:trials?|studies|papers?)",
                         r"citations?", r"references?")
+# Studies still running are trials, not literature ("open hypertension studies?").
+OPEN_STUDIES = re.compile(r"\b(?:open|ongoing|on-going|active|enrolling)\s+(?:[\w-]+\s+){0,3}?stud(?:y|ies)\b", re.IGNORECASE)
 TRIAL_EVIDENCE = re.compile(r"\btrials?\s+(?:show\w*|found|suggest\w*|say|data|evidence|results?)\b|"
                             r"\b(?:evidence|results?|data)\s+(?:from|of)\s+(?:the\s+)?trials?\b", re.IGNORECASE)
 # "Is amoxicillin a penicillin?" asks about the drugs, not for their labels.

@@ -101,6 +101,8 @@ ROWS = [
     ("Eliquis in dialysis", S, {"drug_name": "apixaban"}, None),
     ("zolpidem falls in the elderly", S, {"drug_name": "zolpidem"}, None),
     ("oxycodone addiction potential", S, {"drug_name": "oxycodone"}, None),
+    ("anything to watch out for with digoxin?", S, {"drug_name": "digoxin"}, None),
+    ("max duration for ibuprofen", S, {"drug_name": "ibuprofen"}, None),
     ("AEs of Januvia", S, {"drug_name": "sitagliptin"}, None),
     ("who shouldn't take Flomax", S, {"drug_name": "tamsulosin"}, None),
     ("what bloods to monitor on lithium", S, {"drug_name": "lithium"}, None),
@@ -122,6 +124,7 @@ ROWS = [
     ("trials of semaglutide in obesity", T, {"condition": "obesity", "intervention": "semaglutide"}, None),
     ("completed trials for asthma", T, {"condition": "asthma", "status": "completed"}, None),
     ("is anyone recruiting for COPD", T, {"condition": "COPD"}, None),
+    ("ongoing COPD studies", T, {"condition": "COPD"}, None),
     ("details of NCT-DEMO-0001", D, {"nct_id": "NCT-DEMO-0001"}, None),
 ]
 
