@@ -202,7 +202,7 @@ def _with_earlier(state: AgentState, text: str, drugs: DrugRecogniser, generics:
 
 
 def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecogniser,
-                vocabulary: list[str]) -> list[KnowledgeCall] | None:
+                vocabulary: list[str], patient: str | None) -> list[KnowledgeCall] | None:
     """The label or interaction calls the words name; None when a drug step cannot be filled."""
     spans, notes = _named_drugs(text, drugs, vocabulary)
     generics = _unique(g for _s, _e, g in spans)
@@ -232,7 +232,9 @@ def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecog
     alone = not searches and not kw.QUESTION_START.match(text) and bool(spans) and (
         len(_content_words(text, 200).split()) <= len(generics)  # "dofetilide"
         or not text[:spans[0][0]].strip() and kw.DRUG_IN.match(text[spans[0][1]:]))  # "pradaxa in ESRD"
-    if generics and (drug_words or alone):
+    # "how long has she been on metformin?": about the open patient, the chart's (or the model's) to answer
+    of_patient = bool(patient) and SAFETY_TOOL not in tools and bool(kw.ABOUT_PATIENT.search(text))
+    if generics and (drug_words or alone) and not of_patient:
         return [KnowledgeCall(SAFETY_TOOL, {"drug_name": g}, "a drug named with words about its label", tuple(notes))
                 for g in generics[:MAX_SAFETY_CALLS]]
     return None if {SAFETY_TOOL, INTERACTION_TOOL} & set(tools) else []
@@ -256,7 +258,7 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
         tools = [t for t in tools if t != TRIALS_TOOL] + ([] if LITERATURE_TOOL in tools else [LITERATURE_TOOL])
     if chart_topics(query) and patient and not steps:
         return ()  # a question about this patient's chart: the chart answers it
-    calls = _drug_calls(state, text, tools, drugs, list(vocabulary))
+    calls = _drug_calls(state, text, tools, drugs, list(vocabulary), patient)
     if calls is None:
         return ()  # a drug step with no drug code can read: the model routes the turn
     nct = kw.NCT_ID.search(text)

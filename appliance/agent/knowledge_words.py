@@ -81,6 +81,10 @@ LAB_WORDS = words(r"labs", r"lab\s+(?:results?|values?|work|tests?)", r"laborato
                   r"blood\s+(?:tests?|work)")
 PATIENT_REF = words(r"his", r"her", r"hers", r"their", r"patient'?s", r"pt'?s", r"this\s+(?:patient|pt)", r"charts?",
                     r"records?")
+# Words about the patient, not the drug ("what dose is she on?", "did the rash start after X?");
+# "they"/"them" are left out: they stand for drugs as often ("are they safe together?").
+ABOUT_PATIENT = re.compile(r"^\s*(?:did|has|have|was|were)\b|\b(?:he|she|he's|she's|his|her|hers|him|"
+                           r"(?:the|this|my)\s+(?:patient|pt))\b", re.IGNORECASE)
 NCT_ID = re.compile(r"\bNCT(?:\d{8}|-DEMO-\d+)\b", re.IGNORECASE)
 PHASE = re.compile(r"\bphase\s*(1|2|3|4|i{1,3}|iv)\b", re.IGNORECASE)
 ROMAN = {"i": "1", "ii": "2", "iii": "3", "iv": "4"}

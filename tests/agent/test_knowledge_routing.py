@@ -214,6 +214,10 @@ def test_a_request_to_write_and_a_chart_question_are_not_knowledge_requests(agen
     _tools, drugs = agent_parts
     assert read_request(AgentState(user_query="Prescribe metformin 500 mg twice daily for abc-123"), drugs) == ()
     assert read_request(AgentState(user_query="is she on warfarin?", selected_patient_id="abc-123"), drugs) == ()
+    # about the open patient, not the drug's label: the chart's (or the model's) to answer
+    for words in ("how long has she been on metformin?", "did the rash start after amoxicillin?",
+                  "what is her max dose of gabapentin"):
+        assert read_request(AgentState(user_query=words, selected_patient_id="abc-123"), drugs) == (), words
 
 
 def test_trial_words_about_the_open_patient_are_the_prescreen(agent_parts):
