@@ -7,8 +7,11 @@ what every door must do the same way, so the executor only validates, calls and 
 Invariants:
 - The approver is asked with the exact arguments and, for a write that makes an order active,
   the safety gate's report made from the chart (``order_gate.gate_write``).
-- Edited arguments are validated and their patient grounded again; a changed drug is checked
-  and shown again, at most ``MAX_APPROVAL_ROUNDS`` times.
+- Edited arguments are validated and their patient grounded again, and an edited order is
+  checked again whatever field changed (drug, dose, frequency, duration, notes): when the new
+  report finds what the approved one found, the approval stands on the new report; when it
+  finds anything else (a 10x dose typed in the dialog), it is shown again, at most
+  ``MAX_APPROVAL_ROUNDS`` times. No order is written on a report made for other values.
 - After every approver, the one safety policy (``appliance.safety.policy.decide``) says whether
   the approval of that report is enough; a refusal by the policy is a rejection.
 - A rejection, the approver's or the policy's, is an error result (nothing written) and is
@@ -59,25 +62,25 @@ class WriteApproval:
     safety_gate: SafetyGate | None = None
 
     def __call__(self, tool: str, clean: dict, patient_ids: frozenset[str] | None = None) -> Approved | ToolResult:
-        report = None
+        report = gate_write(tool, clean, self.safety_gate)
         for _ in range(MAX_APPROVAL_ROUNDS):
-            report = gate_write(tool, clean, self.safety_gate)
             approval = self.approver(tool, dict(clean), safety=report)
             if not approval.approved:
                 record_rejection(self.tools, tool, clean.get("patient_id"), approval, report, self.deadline)
                 return with_safety(error_result(tool, clean, "rejected_by_user", approval.reason), report)
-            checked_drug = (clean.get("medication_name"), clean.get("new_medication_name"))  # a switch's too
             edited, error_type, fields = validate_args(tool, approval.args)
             if not error_type and patient_ids is not None and edited["patient_id"] not in patient_ids:
                 error_type, fields = "missing_required_args", ["patient_id"]
             if error_type:
                 result = error_result(tool, approval.args, error_type, "edited arguments failed validation", fields)
                 return with_safety(result, report)
-            clean = edited
-            if report is None or (clean.get("medication_name"), clean.get("new_medication_name")) == checked_drug:
-                break  # approved as checked; a changed drug is checked and shown again
+            if edited == clean:
+                break  # approved as checked
+            clean, shown, report = edited, report, gate_write(tool, edited, self.safety_gate)
+            if same_findings(report, shown):
+                break  # the edit changes nothing the check finds: approved as checked again
         else:
-            return with_safety(error_result(tool, clean, "rejected_by_user", "the drug kept changing in approval"),
+            return with_safety(error_result(tool, clean, "rejected_by_user", "the order kept changing in approval"),
                                report)
         decision = None if report is None else decide(
             report, True, Override(approval.override_reason, approval.reauthenticated), OverridePolicy.from_settings(),
@@ -87,3 +90,12 @@ class WriteApproval:
             record_rejection(self.tools, tool, clean.get("patient_id"), refused, report, self.deadline)
             return with_safety(error_result(tool, clean, "rejected_by_user", decision.message), report)
         return Approved(clean, report, approval_record(approval, decision))
+
+
+def same_findings(new: Any, old: Any) -> bool:
+    """Whether two safety reports find the same: the same findings, in the same words, and the
+    same checks left unrun (a finding's words carry the dose it was made for)."""
+    if new is None or old is None:
+        return new is old
+    return ([(f.kind, f.severity, f.text) for f in new.findings] == [(f.kind, f.severity, f.text) for f in old.findings]
+            and new.unchecked == old.unchecked)

@@ -12,7 +12,7 @@ import pytest
 from appliance.agent.nodes.tool_execute import execute
 from appliance.safety.chart_gate import ChartSafetyGate
 from appliance.safety.headless import HeadlessApprover
-from appliance.tools.base import ToolOutcome, approve_all, deny_all, signed_by
+from appliance.tools.base import Approval, ToolOutcome, approve_all, deny_all, signed_by
 from appliance.tools.in_process import InProcessToolBox
 from appliance.tools.scripted import ScriptedToolBox
 from ehr_db.repository import EhrRepository
@@ -157,3 +157,34 @@ def test_the_scripted_tool_box_keeps_approvals_and_events_apart_from_the_calls()
     assert box.audit_events == [("rejection", "abc-123", {
         "tool": "save_clinical_note", "clinician": None, "reason": "writes are not enabled for this run",
         "safety": None})]
+
+
+def test_a_dose_edited_in_the_approval_is_checked_again_before_anything_is_written(ehr_db, tools):
+    """The dialog's fields are editable: a 10x dose typed there is checked as typed and shown
+    again; the plain approval of the first report does not carry over to it."""
+    shown = []
+
+    def approver(tool, args, safety=None):
+        shown.append((args["dosage"], safety))
+        if len(shown) == 1:
+            return Approval(True, {**args, "dosage": "50 mg"})  # 5 mg -> 50 mg in the dialog
+        return Approval(False, args, "not what I meant")
+
+    result = prescribe(tools, APIXABAN, approver)
+    assert [dose for dose, _ in shown] == ["5 mg", "50 mg"]
+    first, second = shown[0][1], shown[1][1]
+    assert not first.needs_override and second.needs_override  # the typed dose is over the label's
+    assert any("50" in f.text for f in second.findings)
+    assert result.error_type == "rejected_by_user" and orders(ehr_db, "abc-123", "apixaban") == 0
+
+
+def test_an_edit_the_check_finds_nothing_new_in_is_written_on_the_first_approval(ehr_db, tools):
+    shown = []
+
+    def approver(tool, args, safety=None):
+        shown.append(args)
+        return Approval(True, {**args, "notes": "take with food"})
+
+    result = prescribe(tools, APIXABAN, approver)
+    assert len(shown) == 1 and result.error_type is None
+    assert orders(ehr_db, "abc-123", "apixaban") == 1
