@@ -207,7 +207,9 @@ def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecog
     spans, notes = _named_drugs(text, drugs, vocabulary)
     generics = _unique(g for _s, _e, g in spans)
     interaction_words = bool(INTERACTION_TOOL in tools or kw.INTERACTION_SINGLE.search(text))
-    adds_to_earlier = bool(kw.WITH_EARLIER.match(text)) and len(generics) == 1
+    # "and with Flagyl?"; "what about lisinopril?" after a question about a pair: the pair's first drug with it
+    adds_to_earlier = len(generics) == 1 and bool(kw.WITH_EARLIER.match(text) or kw.FOLLOW_UP.match(text) and not (
+        kw.LABEL_TOPIC.search(text) or SAFETY_TOOL in tools) and len(_history_drugs(state.conversation_history, drugs)) >= 2)
     together = bool(kw.COMBINE_QUESTION.search(text) and kw.TOGETHER.search(text)) or adds_to_earlier
     # A literature or trial search about a drug is not a question about its label.
     searches = bool({LITERATURE_TOOL, TRIALS_TOOL, PRESCREEN_TOOL, DETAILS_TOOL} & set(tools))

@@ -97,6 +97,8 @@ ROWS = [
     ("ok to take Cialis if on nitroglycerin", INTERACT, {"drug_names": {"tadalafil", "nitroglycerin"}}, None),
     ("patient on sertraline needs tramadol for a fracture", INTERACT, {"drug_names": {"sertraline", "tramadol"}}, None),
     ("how about with fluconazole?", INTERACT, {"drug_names": {"warfarin", "fluconazole"}}, PAIR_TALK),
+    ("what about naproxen?", INTERACT, {"drug_names": {"warfarin", "naproxen"}}, PAIR_TALK),
+    ("what about the side effects of naproxen?", S, {"drug_name": "naproxen"}, PAIR_TALK),
     # label shorthand; the harms labels warn of; a drug and a short qualifier; lab words said of a drug
     ("Eliquis in dialysis", S, {"drug_name": "apixaban"}, None),
     ("zolpidem falls in the elderly", S, {"drug_name": "zolpidem"}, None),
