@@ -10,8 +10,8 @@ Invariants:
   whose ``run`` returns one ``NodeResult``; ``_finish`` merges its update, emits the node's
   trace event under the dispatched name and returns the next ``Node`` the result names, so
   the path, the trace and the dispatch cannot disagree.
-- The request is read once, at INPUT_ASSEMBLY (``state.reading``), and served for the rest of
-  the turn (``reading.current``): nothing parses the clinician's words again.
+- The request is read once, at INPUT_ASSEMBLY (``state.reading``); every later node, the router
+  and the knowledge routing read its fields: nothing parses the clinician's words again.
 - The loop is bounded: MAX_STEPS tool executions and a hard cap on node visits.
 - An empty question (only spaces or invisible characters, and no image) runs no node and no
   model call: the turn returns ``EMPTY_QUESTION`` as a clarification.
@@ -24,7 +24,6 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from appliance.agent import knowledge_requests
@@ -38,7 +37,6 @@ from appliance.agent.nodes import (
     tool_execute,
     tool_select,
 )
-from appliance.agent.reading.current import serving
 from appliance.agent.state import (
     NODE_LABELS,
     AgentState,
@@ -196,8 +194,7 @@ class Agent:
         llm = _CancellableModel(self.model, cancel) if cancel is not None else self.model
         turn = _Turn(self, state, history or [], llm, on_event, on_token, cancel)
         node = Node.INPUT_ASSEMBLY
-        with turn.scope:  # the turn's reading is served until the turn ends (reading.current)
-            self._walk(turn, node, cancel, on_step)
+        self._walk(turn, node, cancel, on_step)
         return self._result(turn)
 
     def _walk(self, turn: _Turn, node: Node, cancel: threading.Event | None,
@@ -248,7 +245,6 @@ class _Turn:
         self.trace: list[TraceEvent] = []
         self.tool_calls: list[dict] = []
         self.kind = "answer"  # or "clarification", from SYNTHESIZE
-        self.scope = ExitStack()  # what the turn holds open until it ends (the served reading)
 
     def emit(self, output: dict, *, model_call: bool = True, **extra) -> None:
         stats = self.agent.model.last_stats if model_call else None
@@ -284,10 +280,7 @@ def _assemble_input(turn: _Turn) -> Node | None:
     vocabulary, drug_count = knowledge_requests.local_drug_data(agent.tools)  # the typo check's names
     result = input_assembly.run(turn.state, agent.drugs, turn.history, agent.settings.history_turns,
                                 model=agent.model, cancel=turn.cancel, vocabulary=vocabulary, drug_count=drug_count)
-    nxt = _finish(turn, result)
-    # For the rest of the turn, a parse function asked about this message answers from the reading.
-    turn.scope.enter_context(serving(turn.state.reading))
-    return nxt
+    return _finish(turn, result)
 
 
 def _classify_intent(turn: _Turn) -> Node | None:

@@ -2,8 +2,8 @@
 (docs/design.md §4.3, §11). As for writes (``write_requests``) and chart questions
 (``chart_answers.chart_topics``), code decides the route here and the model is not asked.
 
-Rules, on the clinician's instruction only (``dictation.instruction_text``; the words are
-``knowledge_words``):
+Rules, on the turn's reading (``state.reading``, ``reading.request.reading_of``: the
+instruction, its write requests, chart topics and named steps; the words are ``knowledge_words``):
 - two or more drugs and interaction words ("interact", "affect", "together", "combine"); or
   drugs joined by "with" / "and" / "plus" / "on" in a question about giving or safety, or about
   the pair's risk ("can I give X with Y", "is X safe with Y", "X and Y - any issue?"); or joined
@@ -31,6 +31,9 @@ Invariants:
   of the clinician that named one.
 - All or nothing: when a knowledge step the words name cannot be filled (no drug), no call is
   read at all and the model routes the turn as before.
+- The clinician's message is never parsed here: its instruction, writes, chart topics and steps
+  are the reading's fields (a state built without a reading, in tests, has it read by
+  ``reading_of``). Only earlier messages are read, for the drugs a pronoun stands for.
 - ``read_request`` is pure over its inputs (the state, the recogniser, the local vocabulary);
   the one I/O is ``local_drug_data``, which asks a tool box once for the knowledge server's
   names and drug count and keeps them for that tool box's life.
@@ -42,16 +45,15 @@ import re
 from dataclasses import dataclass, field
 
 from appliance.agent import knowledge_words as kw
-from appliance.agent.chart_answers import chart_topics
-from appliance.agent.dictation import instruction_text
 from appliance.agent.knowledge_vocabulary import (
     drug_vocabulary_keys,
     local_drug_data,
     typos,
 )
 from appliance.agent.orders import code_patient
-from appliance.agent.state import AgentState
-from appliance.agent.task_patterns import (
+from appliance.agent.reading.dictation import read_instruction
+from appliance.agent.reading.request import reading_of
+from appliance.agent.reading.task_patterns import (
     CHART,
     INTERACTION,
     LITERATURE,
@@ -60,9 +62,8 @@ from appliance.agent.task_patterns import (
     TRIAL_DETAILS,
     TRIALS,
     Step,
-    named_steps,
 )
-from appliance.agent.write_requests import write_requests
+from appliance.agent.state import AgentState
 from appliance.medication.names import DrugRecogniser, key_of
 
 SAFETY_TOOL, INTERACTION_TOOL = "check_drug_safety", "check_drug_interactions"
@@ -117,7 +118,7 @@ def _history_drugs(history, drugs: DrugRecogniser) -> tuple[str, ...]:
     """The drugs of the clinician's most recent message that named one."""
     for role, text in reversed(tuple(history)):
         if role == "user":
-            found = drugs.find(instruction_text(text))
+            found = drugs.find(read_instruction(text))  # an earlier message, read for its drugs only
             if found:
                 return found
     return ()
@@ -245,11 +246,11 @@ def _drug_calls(state: AgentState, text: str, tools: list[str], drugs: DrugRecog
 def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str] = ()) -> tuple[KnowledgeCall, ...]:
     """The knowledge look-ups the clinician's words name, with code's arguments, in order;
     () when the words name none or one cannot be filled (see the module docstring)."""
-    query = state.user_query
-    if write_requests(query):
+    reading = reading_of(state, drugs)  # the turn's reading: the words are not parsed again here
+    if reading.writes:
         return ()
-    text = instruction_text(query)
-    steps = [s for s in named_steps(query) if s.tool in STEP_OF_TOOL]
+    text = reading.instruction
+    steps = [s for s in reading.steps if s.tool in STEP_OF_TOOL]
     patient = code_patient(state)
     tools = [s.tool for s in steps]
     if LITERATURE_TOOL not in tools and kw.LITERATURE_MORE.search(text):  # "what's the data on X"
@@ -258,7 +259,7 @@ def read_request(state: AgentState, drugs: DrugRecogniser, vocabulary: list[str]
         tools = [TRIALS_TOOL if t == LITERATURE_TOOL else t for t in tools]
     if TRIALS_TOOL in tools and kw.TRIAL_EVIDENCE.search(text):  # "do trials show ...": what trials found
         tools = [t for t in tools if t != TRIALS_TOOL] + ([] if LITERATURE_TOOL in tools else [LITERATURE_TOOL])
-    if chart_topics(query) and patient and not steps:
+    if reading.chart_topics and patient and not steps:
         return ()  # a question about this patient's chart: the chart answers it
     calls = _drug_calls(state, text, tools, drugs, list(vocabulary), patient)
     if calls is None:
@@ -323,7 +324,7 @@ def routed_by_code(state: AgentState) -> bool:
     patient code settled on. Then no model is asked for the intent."""
     if not state.knowledge_calls:
         return False
-    others = {s.tool for s in named_steps(state.user_query)} - KNOWLEDGE_TOOLS
+    others = {s.tool for s in reading_of(state).steps} - KNOWLEDGE_TOOLS
     if chart_only_implied(state):
         others.discard("get_patient_chart")
     return others <= ({"get_patient_chart"} if code_patient(state) else set())
@@ -335,7 +336,7 @@ def chart_only_implied(state: AgentState) -> bool:
     monitor with methotrexate"), with no patient known: no chart is asked for."""
     if not state.knowledge_calls or code_patient(state):
         return False
-    text = instruction_text(state.user_query)
+    text = reading_of(state).instruction
     return CHART.position(text) is None or (not kw.PATIENT_REF.search(text)
                                             and CHART.position(kw.LAB_WORDS.sub(" ", text)) is None)
 

@@ -2,8 +2,9 @@
 message runs exactly once over a whole turn, whoever asks about the words afterwards.
 
 The parse functions are counted by their code objects (``sys.setprofile``), so a call is
-counted however the caller imported the function: a node, the router, ``knowledge_requests``
-or a re-exporting module at an old path."""
+counted however the caller reaches the function: a node, the router, ``knowledge_requests`` or
+one of the text-taking wrappers (``write_requests``, ``named_steps``, ...), which parse again
+whatever they are given."""
 
 from __future__ import annotations
 
@@ -110,7 +111,7 @@ def test_the_turn_reading_is_on_the_state_and_what_nodes_read():
         reading.writes = ("prescribe_medication",)  # frozen: no node changes what was read
 
 
-def test_outside_a_turn_the_old_functions_still_parse_the_words():
-    # The served reading answers only for its own message, only while the turn runs.
+def test_the_text_taking_wrappers_parse_the_words_they_are_given():
+    # For callers outside a turn (the acceptance run's oracle, tests); in a turn nothing calls them.
     assert writes.write_requests("Prescribe amoxicillin 500 mg TID") == ("prescribe_medication",)
     assert task_patterns.named_steps("check his chart")[0].tool == "get_patient_chart"

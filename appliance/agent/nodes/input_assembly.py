@@ -5,7 +5,7 @@ model can run it.
 Invariants: the message is read here once (``reading.request.read_turn``: the instruction,
 write requests, chart topics, named steps, patient IDs, the order, the drugs) and put on the
 state (``reading``, ``extracted_entities``); later nodes read those fields. The knowledge
-look-ups (``knowledge_requests.read_request``) are read with that reading served, so they parse
+look-ups (``knowledge_requests.read_request``) are read from that reading, so they parse
 nothing again. No model call for text-only input, nor for an image the model cannot analyse (a
 notice reaches synthesis instead); drug mentions are generic names from the drug recogniser
 (``appliance/medication/names.py``); patient IDs in text follow the rule in
@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 
 from appliance.agent import knowledge_requests
-from appliance.agent.reading.current import serving
 from appliance.agent.reading.request import extract_entities, read_turn
 from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.errors import ApplianceError, GenerationCancelled
@@ -43,8 +42,8 @@ def run(state: AgentState, drugs: DrugRecogniser, history: list[tuple[str, str]]
     read = read_turn(state, drugs, history, max_turns)
     entities = read.entities
     update: dict = {"reading": read.reading, "extracted_entities": entities, "conversation_history": read.history}
-    with serving(read.reading):  # the look-ups code reads, decided before any model call; nothing parsed again
-        calls = knowledge_requests.read_request(state.merge(update), drugs, vocabulary)
+    # The look-ups code reads, decided before any model call from the reading just made.
+    calls = knowledge_requests.read_request(state.merge(update), drugs, vocabulary)
     update.update(knowledge_calls=calls, drug_data_size=drug_count)
     output: dict = {
         "patient_ids": list(entities.patient_ids), "drug_mentions": list(entities.drug_mentions),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from appliance.agent.reading.current import reading_for
 from appliance.agent.reading.dictation import instruction_text
 from appliance.agent.reading.write_requests import write_requests
 
@@ -47,9 +46,6 @@ _HAS_CONDITION = re.compile(r"\b(?:does|do) (?:she|he|they|the patient) have\b|\
 def chart_topics(query: str) -> tuple[str, ...]:
     """The chart sections the words ask about, in ``ORDER`` (all of them for a summary); ()
     for a request to write or words that ask about no section."""
-    served = reading_for(query)
-    if served is not None:
-        return served.chart_topics
     return read_chart_topics(instruction_text(query), write_requests(query))
 
 

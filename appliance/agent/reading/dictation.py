@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import re
 
-from appliance.agent.reading.current import reading_for
-
 DICTATED = "(dictated text)"
 
 _NOTE_KIND = r"(?:progress|consult|procedure|discharge|telephone|phone|clinical|brief|short|quick|new|follow-up)"
@@ -43,9 +41,8 @@ def _replace(match: re.Match) -> str:
 
 def instruction_text(query: str) -> str:
     """``query`` with its dictated content replaced by ``DICTATED``: the words that may route
-    (the turn's reading's ``instruction`` when ``query`` is the turn's message)."""
-    served = reading_for(query)
-    return served.instruction if served is not None else read_instruction(query)
+    (in a turn, the reading's ``instruction``)."""
+    return read_instruction(query)
 
 
 def read_instruction(query: str) -> str:

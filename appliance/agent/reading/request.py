@@ -6,7 +6,7 @@ be patient IDs, and the order, the change of an order or the misspelt drug it gi
 ``read_turn`` adds what INPUT_ASSEMBLY reads beside the words: the entities (patient IDs and
 names, drugs, the answer to code's several-matches question) and the recent exchanges.
 INPUT_ASSEMBLY then reads the knowledge look-ups code routes (``knowledge_requests``) with this
-reading served (``reading.current``), so that reads nothing again.
+reading, so that parses nothing again.
 
 Invariants:
 - Every parse function runs once per turn on the message: each takes what an earlier one

@@ -29,7 +29,6 @@ import re
 from dataclasses import dataclass
 
 from appliance.agent.reading.chart_topics import chart_topics
-from appliance.agent.reading.current import reading_for
 from appliance.agent.reading.dictation import instruction_text
 from appliance.agent.reading.write_requests import (
     ALLERGY,
@@ -160,11 +159,8 @@ WRITES = {
 
 
 def named_steps(query: str) -> tuple[Step, ...]:
-    """The steps the clinician's instruction names: reads in the order named, then writes (the
-    turn's reading's ``steps`` when ``query`` is the turn's message)."""
-    served = reading_for(query)
-    if served is not None:
-        return served.steps
+    """The steps the clinician's instruction names: reads in the order named, then writes (in a
+    turn, the reading's ``steps``)."""
     return read_named_steps(instruction_text(query), chart_topics(query), write_requests(query))
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import re
 
-from appliance.agent.reading.current import reading_for
 from appliance.agent.reading.dictation import instruction_text
 from appliance.agent.reading.words import name_words
 from appliance.medication.changes import change_verb, read_change
@@ -48,7 +47,7 @@ _LEAD = r"(?:(?:please|kindly|now|also|then|and|ok|okay|so)\s+|(?:can|could|woul
 _CLAUSE_SPLIT = re.compile(r"(?:[;!?\n]|\.(?!\d)|,\s*(?:and\s+|then\s+)?|\s+(?:and|then)\s+)",
                            re.IGNORECASE)  # "2.5 mg" is one clause
 
-# The verbs that may open a prescribing clause (``appliance.agent.orders`` finds the clause with it).
+# The verbs that may open a prescribing clause (``reading.orders`` finds the clause with it).
 _ORDER_VERBS = r"(?:re-?prescribe|prescribe|rx\b\s*:?|start|commence|initiate|put|begin|order|give|add|restart|resume)"
 PRESCRIBING_VERB = re.compile(rf"\b{_ORDER_VERBS}", re.IGNORECASE)
 
@@ -104,10 +103,9 @@ def clauses(text: str) -> list[str]:
 
 
 def write_requests(text: str) -> tuple[str, ...]:
-    """The write tools the clinician's words ask for, in order of mention (empty for none);
-    the turn's reading's ``writes`` when ``text`` is the turn's message."""
-    served = reading_for(text)
-    return served.writes if served is not None else read_write_requests(text, instruction_text(text))
+    """The write tools the clinician's words ask for, in order of mention (empty for none; in a
+    turn, the reading's ``writes``)."""
+    return read_write_requests(text, instruction_text(text))
 
 
 def read_write_requests(text: str, head: str) -> tuple[str, ...]:
