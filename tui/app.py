@@ -186,6 +186,7 @@ class ClinicApp(ClinicianHandling, ServiceHandling, SessionHandling, PatientHand
             self.notice(f"The clinical data services are not running ({self.tools_error}); "
                         "press F5 to start them again, then send the question.", "error")
             return
+        self.before_question()  # tui.patients: a turn made another patient current
         waiting = self.waiting_for()
         self._new_turn(text, f"Waiting for {waiting}…" if waiting else "Thinking…", self.image_path, shown)
         self.image_path = None

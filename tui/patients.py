@@ -6,7 +6,9 @@ A mixin of ``ClinicApp``: these handlers and actions run on the UI thread. The o
 the last list of patients shown are the conversation core's (``appliance.conversation``): opening
 a patient asks it, and it alone decides whether a new conversation starts (the line session's
 rule too); this view clears the chat when one does, and refuses to while an answer is being
-written (a new conversation would take the running question off the screen). The chart and a
+written (a new conversation would take the running question off the screen). After an answered
+turn the patient it settled on becomes current (``follow_turn``, shown at once); the rule is
+applied to them before the next question (``before_question``), never mid-turn. The chart and a
 search in words are fetched in thread workers that only post ``ChartLoaded`` / ``ChartFailed``
 / ``PatientWords``. A chart for a patient who is no longer open is dropped.
 """
@@ -97,6 +99,27 @@ class PatientHandling:
             self.notice(f"Opened {name or patient_id}: a new conversation has started; "
                         "the previous one is saved (Ctrl+R resumes it).")
         self._show_patient(patient_id, name)
+
+    def follow_turn(self, state) -> bool:
+        """After an answered turn: the core makes the patient the turn settled on current (the
+        line session's rule too); this view shows the change and that patient's chart. No new
+        conversation starts here: the core decides that before the next question
+        (``before_question``). True when the current patient changed."""
+        announced = self.conversation.follow_turn(state)
+        if announced is None:
+            return False
+        pid = self.conversation.patient_id
+        self._show_patient(pid, self.conversation.current.names.get(pid) if pid else None)
+        self.notice(announced)
+        return True
+
+    def before_question(self) -> None:
+        """Before a question goes to the agent: when the core starts a new conversation for the
+        patient a turn made current, the chat clears and says so, as opening a patient does."""
+        if self.conversation.before_question():
+            self._clear_chat()
+            self.notice(f"A new conversation has started for {self.conversation.current.label()}; "
+                        "the previous one is saved (Ctrl+R resumes it).")
 
     def _show_patient(self, patient_id: str | None, name: str | None = None) -> None:
         """The banner and the patient panel show the current patient; its chart loads."""

@@ -10,7 +10,9 @@ Invariants:
 - What a turn's end shows and saves is the conversation core's (``Conversation.answered``,
   ``stopped``, ``failed``, the line session's too): a cancelled turn says what it wrote and what
   it did not (``appliance.conversation.turn_outcome``, from the turn's trace); the chart is reloaded after a
-  write to it.
+  write to it. After an answered turn the core makes the patient it settled on current
+  (``Conversation.follow_turn``, as in the line session), shown at once; the new conversation
+  that may bring waits for the next question (``tui.patients``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class TurnMessages:
         turn.reply.finish(shown, result.kind, result.disclaimer)
         self.main.trace.finish_turn(turn.id, "complete")
         self._end_turn()
-        self._reload_chart_after(self._writes(turn))
+        if not self.follow_turn(result.state):  # tui.patients: the patient the turn settled on
+            self._reload_chart_after(self._writes(turn))
 
     def on_turn_failed(self, message: events.TurnFailed) -> None:
         turn = self._current(message.turn_id)

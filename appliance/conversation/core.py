@@ -6,7 +6,8 @@ Invariants:
 - The rule for a new conversation (``rule.starts_new_conversation``) is applied here only: when
   the clinician opens a patient (``open_patient``, every time, even the current one), and before
   the next question when a turn made another patient current (``follow_turn``, then
-  ``before_question``: the answer that named them stays in the conversation that asked). A
+  ``before_question``: the answer that named them stays in the conversation that asked); both
+  front ends call these the same way after every answered turn and before every question. A
   resumed session's patient is current without it. A new conversation leaves the previous one
   saved; one patient's facts are never another's context.
 - ``history`` holds only complete exchanges, so a stopped or failed answer is never context for
@@ -129,7 +130,10 @@ class Conversation:
     def follow_turn(self, state) -> str | None:
         """After a turn: learn names from its results and make the patient it settled on current
         (``current.turn_patient``); the rule waits for the next question (``before_question``).
-        The change in words, or None."""
+        The change in words, or None; an answer made by code (``CodeAnswer``: no state) changes
+        nothing."""
+        if state is None:
+            return None
         announced = self.current.after_turn(state)
         if announced is not None:
             self._record_patient()

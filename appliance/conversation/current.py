@@ -1,5 +1,5 @@
 """The conversation's current patient: who it is, the names seen for patient IDs, and the
-patient a turn settled on (the line session follows it; the terminal keeps its open patient).
+patient a turn settled on (both front ends follow it through ``Conversation.follow_turn``).
 
 Invariants:
 - A turn settles on the patient of its last successful record call, else its one unique search

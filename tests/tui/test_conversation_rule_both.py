@@ -62,8 +62,9 @@ class Answered:
 
 def run_steps(conversation: Conversation, steps: list[tuple]) -> None:
     """("open", ID or None): the clinician opens; ("ask", ID read or None): a question answered,
-    reading that patient's chart; ("follow",): the line session's current patient follows the
-    last turn; a question first applies the rule to a patient a turn made current."""
+    reading that patient's chart; ("follow",): the current patient follows the last turn, as both
+    front ends do after every answered turn; a question first applies the rule to a patient a
+    turn made current."""
     last = None
     for step, *arg in steps:
         if step == "open":
@@ -82,9 +83,9 @@ SEQUENCES = [
     ("a switch before any question", [("open", "abc-123"), ("open", "pat-002"), ("ask",)], [("pat-002",)]),
     ("closing the patient keeps the conversation", [("open", "abc-123"), ("ask",), ("open", None), ("ask",)],
      [("abc-123",)]),
-    ("a turn reading another patient keeps the conversation (the terminal: no follow)",
+    ("a turn reading another patient, not yet followed, keeps the conversation",
      [("open", "abc-123"), ("ask", "pat-002"), ("ask",)], [("abc-123", "pat-002")]),
-    ("a followed patient splits at the next question (the line session)",
+    ("a followed patient splits at the next question (both front ends)",
      [("open", "abc-123"), ("ask", "pat-002"), ("follow",), ("ask",)], [("abc-123", "pat-002"), ("pat-002",)]),
     ("reopening the open patient of a conversation about two",
      [("open", "abc-123"), ("ask", "pat-002"), ("open", "abc-123"), ("ask",)],

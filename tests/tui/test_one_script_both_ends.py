@@ -1,10 +1,12 @@
 """One script through both front ends, over the real record (the servers in process, on a data
 home built by ``appliance init``) with the same scripted model: open a patient in words, ask
-about their chart, open another, ask again, find a third by name and pick one, ask again. Then
-a write approved and stopped right after it ran (scripted tools). The clinic terminal (Pilot)
-and the line session (in process) are views over one conversation core
-(``appliance.conversation``), so what each saved must be the same: the conversations, the
-patients each is about, and every message with its words, status and patient."""
+about their chart, open another, ask again, find a third by name and pick one, ask again; then
+turns that settle on another patient by words (a question naming a patient's ID; the agent's own
+"which one?" answered with "the second one"), each followed by another question. Then a write
+approved and stopped right after it ran (scripted tools). The clinic terminal (Pilot) and the
+line session (in process) are views over one conversation core (``appliance.conversation``), so
+what each saved must be the same: the conversations, the patients each is about, and every
+message with its words, status and patient."""
 
 from __future__ import annotations
 
@@ -17,11 +19,14 @@ from common import locations
 from tests.line_session_driver import run_session
 from tests.tui import test_tui_real_ehr
 from tests.tui.helpers import (
+    IC,
     SIZE,
+    TS,
     WRITE_ARGS,
     WRITE_QUESTIONS,
     ask,
     chart,
+    intent,
     make_app,
     ready,
     settle,
@@ -44,15 +49,26 @@ SCRIPT = [
     ("pull up James Wilson", "/find James Wilson"),
     ("the one born 1967", "the one born 1967"),
     ("What allergies does he have?", "What allergies does he have?"),
+    # a turn reads another patient named by ID: that patient becomes current; the next question
+    # starts a new conversation (the answer that named them stays in the one that asked)
+    ("What medications is pat-004 on?", "What medications is pat-004 on?"),
+    ("What allergies does he have?", "What allergies does he have?"),
+    # the agent's own "which one?" (several matches: no patient current), answered in words
+    ("Search for patient James Wilson", "Search for patient James Wilson"),
+    ("the second one", "the second one"),
+    ("What allergies does he have?", "What allergies does he have?"),
 ]
-QUESTIONS = 3  # the lines that go to the agent
+QUESTIONS = 8  # the lines that go to the agent
 
 
 def script() -> dict:
-    """No model call: each question is about the current patient's chart, so code routes it,
-    makes the chart call and answers in its words (``appliance.agent.code_answers``); a model
-    call would be a failed turn."""
-    return {}
+    """The model only for the agent's search and the reply to its "which one?" (intent, tool and
+    arguments); every other question is about a patient's chart, so code routes it, makes the
+    chart call and answers in its words (``appliance.agent.code_answers``); a model call beyond
+    the script would be a failed turn."""
+    return {IC: [intent("search_patient"), intent("get_patient_chart")],
+            TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"},
+                 {"tool_name": "get_patient_chart"}, {"patient_id": "pat-003"}]}
 
 
 def saved(store: SessionStore) -> list[dict]:
@@ -63,8 +79,11 @@ def saved(store: SessionStore) -> list[dict]:
             for s in reversed(store.list_sessions())]
 
 
-async def terminal(home_path) -> tuple[list[dict], ScriptedModel]:
+async def terminal(home_path) -> tuple[list[dict], ScriptedModel, list[tuple]]:
+    """What the terminal saved, its model, and after each line what it showed: the open patient
+    in the core, the banner and the chart pane, and how many messages the chat holds."""
     scripted = ScriptedModel(script())
+    views = []
     tools = InProcessToolBox()
     app = ClinicApp(Settings(), model_loader=lambda settings, progress: scripted, tools_factory=lambda: tools,
                     sessions_path=home_path / "terminal-sessions.sqlite", cursor_blink=False, health_interval=0)
@@ -76,21 +95,38 @@ async def terminal(home_path) -> tuple[list[dict], ScriptedModel]:
             await wait_until(pilot, lambda: app.turn is None, what=f"the reply to {typed!r}")
             await settle(pilot)
             assert texts(app)[-2:][0] == typed  # the line and its reply are the chat's last
-    return saved(SessionStore(home_path / "terminal-sessions.sqlite")), scripted
+            views.append((app.conversation.patient_id, app.main.banner.patient_id, app.main.patient.patient_id,
+                          len(texts(app))))
+        said = [text for _, text in app.notices if "a new conversation has started" in text.lower()]
+    assert len(said) == 4, said
+    return saved(SessionStore(home_path / "terminal-sessions.sqlite")), scripted, views
 
 
 async def test_the_terminal_and_the_line_session_save_the_same_conversations(home, tmp_path, monkeypatch):
-    by_terminal, terminal_model = await terminal(home)
+    by_terminal, terminal_model, views = await terminal(home)
 
     out, _, line_model = run_session(monkeypatch, tmp_path, [line for _, line in SCRIPT] + ["/quit"],
                                      script(), box=InProcessToolBox())
     by_line_session = saved(SessionStore(locations.sessions_db_path()))
 
-    assert [c["patients"] for c in by_terminal] == [["abc-123"], ["pat-001"], ["pat-003"]]
+    assert [c["patients"] for c in by_terminal] == [
+        ["abc-123"], ["pat-001"], ["pat-003", "pat-004"], ["pat-003", "pat-004"], ["pat-003"]]
+    assert [c["patient"] for c in by_terminal] == ["abc-123", "pat-001", "pat-004", "pat-003", "pat-003"]
     assert [m[3] for c in by_terminal for m in c["messages"]] == ["complete"] * 2 * QUESTIONS
     assert "Sulfamethoxazole" in by_terminal[0]["messages"][1][1]  # John Smith's recorded allergy
+    assert "Shellfish" in by_terminal[-1]["messages"][1][1]  # the second James Wilson's (pat-003)
     assert by_line_session == by_terminal
-    assert out.count("A new conversation starts for") == 2
+    assert out.count("A new conversation starts for") == 4
+    # the terminal shows the patient a turn settled on at once (banner and chart pane); the chat
+    # clears for the new conversation only when the next question is asked
+    assert views[6:] == [
+        ("pat-003", "pat-003", "pat-003", 4),  # "the one born 1967" opened pat-003, then a question
+        ("pat-004", "pat-004", "pat-004", 6),  # the turn read pat-004: current, same chat
+        ("pat-004", "pat-004", "pat-004", 2),  # the next question: a new conversation, the chat cleared
+        (None, None, None, 4),  # several matches: no patient current
+        ("pat-003", "pat-003", "pat-003", 6),
+        ("pat-003", "pat-003", "pat-003", 2),
+    ]
     assert terminal_model.pending() == line_model.pending() == {}
 
 
