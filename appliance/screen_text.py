@@ -9,17 +9,21 @@ Invariants:
   patients, and are shown), plus the patients the conversation is about.
 - Any other ID (``patient_refs.find_patient_ids``) is replaced by ``HIDDEN``; nothing else in
   the text changes, so checked text passes through untouched.
+- Words are read by the agent's one ID rule (``appliance.agent.reading.patient_refs``: the IDs
+  in text, every word that could be an ID as written, an ID standing alone), as the fact guard
+  reads them; this module has no pattern of its own.
 """
 
 from __future__ import annotations
 
-import re
-
 from appliance.agent.fact_guard import sources_text
-from appliance.agent.patient_refs import find_patient_ids
+from appliance.agent.reading.patient_refs import (
+    find_patient_ids,
+    id_words,
+    standing_alone,
+)
 
 HIDDEN = "[another patient's ID, not shown]"
-_TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*")
 
 
 def allowed_patient_ids(state, conversation: set[str] | frozenset[str] = frozenset()) -> set[str]:
@@ -30,7 +34,7 @@ def allowed_patient_ids(state, conversation: set[str] | frozenset[str] = frozens
     texts = [state.user_query or "", state.selected_patient_id or ""]
     results = [r.args for r in state.tool_results] + [r.result for r in state.tool_results]
     sources = sources_text(texts, results)
-    tokens = set(find_patient_ids(sources)) | set(_TOKEN_RE.findall(sources))
+    tokens = set(find_patient_ids(sources)) | set(id_words(sources))
     return tokens | {t.lower() for t in tokens} | set(conversation)
 
 
@@ -39,6 +43,5 @@ def screen_safe(text: str, allowed: set[str]) -> str:
     for pid in find_patient_ids(text or ""):
         if pid in allowed:
             continue
-        text = re.sub(r"(?<![A-Za-z0-9.\-])" + re.escape(pid) + r"(?![A-Za-z0-9]|[.\-][A-Za-z0-9])",
-                      HIDDEN, text, flags=re.IGNORECASE)
+        text = standing_alone(pid).sub(HIDDEN, text)
     return text

@@ -8,7 +8,7 @@ Invariant: a patient ID is a FHIR resource id: 1 to 64 characters, each a letter
 ``-`` or ``.`` (FHIR R4 "id" datatype). That covers the demo form (``abc-123``, ``pat-78234``),
 imported UUIDs and MRN-like digit strings. Whether the record holds the patient is the record's
 answer ("patient_not_found"), never this check's. Recognising an ID in free text is narrower
-and is the agent's (``appliance.agent.patient_refs``).
+and is the agent's (``appliance.agent.reading.patient_refs``).
 """
 
 from __future__ import annotations

@@ -31,11 +31,10 @@ from appliance.agent.nodes.input_assembly import extract_entities
 from appliance.agent.nodes.router import Limits
 from appliance.agent.orders import code_patient, prescription_from_words
 from appliance.agent.state import AgentState, ToolResult
-from appliance.agent.write_requests import PRESCRIBE
 from appliance.errors import GenerationCancelled, GenerationError
 from appliance.llm.base import LanguageModel
 from appliance.medication.names import DrugRecogniser
-from mcp_servers.contracts import TOOL_LABELS
+from mcp_servers.contracts import PRESCRIBE, TOOL_LABELS
 
 TASK_SUMMARY = "Clinician request."  # the neutral framing test_production_model's rows use
 EXACT_ARGS = frozenset({"patient_id", "nct_id", "note_type", "severity", "status", "phase", "sex", "study_type"})

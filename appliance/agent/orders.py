@@ -22,11 +22,8 @@ from __future__ import annotations
 from appliance.agent.reading.dictation import instruction_text
 from appliance.agent.reading.orders import (
     dosage_arg,
-    misspelt_drug,
     prescribing_order,
-    read_misspelt_drug,
     read_order_change,
-    read_prescribing_order,
     record_frequency,
 )
 from appliance.agent.reading.patient_refs import short_ids
@@ -106,6 +103,4 @@ def change_from_words(state: AgentState, drugs: DrugRecogniser) -> tuple[str, di
     return tool, ({**args, "patient_id": patient} if patient else dict(args)), change
 
 
-__all__ = ["change_from_words", "code_patient", "dosage_arg", "misspelt_drug", "order_notes", "prescribing_order",
-           "prescription_from_words", "read_misspelt_drug", "read_order_change", "read_prescribing_order",
-           "record_frequency"]
+__all__ = ["change_from_words", "code_patient", "order_notes", "prescription_from_words"]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from appliance.agent.patient_refs import Candidate, candidates_in, choose
+from appliance.agent.reading.patient_refs import Candidate, candidates_in, choose
 from ehr_db.name_match import closest_in
 
 _OPEN_RE = re.compile(

@@ -11,7 +11,7 @@ import json
 import re
 
 from appliance.acceptance.cases import Case
-from appliance.agent.dictation import instruction_text
+from appliance.agent.reading.dictation import instruction_text
 from appliance.agent.schemas import (
     IntentClassification,
     NextToolSelection,

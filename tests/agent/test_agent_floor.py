@@ -1,6 +1,7 @@
-"""The agent floor's shape (docs/design.md §3-§5): nodes do not import each other, and one
-rule decides what may be a patient ID in words and one tokeniser splits words, for the whole
-agent package."""
+"""The agent floor's shape (docs/design.md §3-§5): nodes do not import each other, one rule
+decides what may be a patient ID in words and one tokeniser splits words, for the whole agent
+package and the screen check above it (``appliance.screen_text``), and the reading modules live
+in one package that few modules outside the agent import."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 
 import appliance.agent as agent_package
+from appliance import screen_text
 from appliance.agent import fact_guard, grounding, orders
 from appliance.agent.nodes import synthesize
 from appliance.agent.reading import patient_refs, request, words
@@ -18,6 +20,13 @@ from appliance.agent.state import Node, NodeResult
 
 NODES_DIR = Path(agent_package.__file__).parent / "nodes"
 AGENT_DIR = Path(agent_package.__file__).parent
+ROOT = AGENT_DIR.parent.parent
+# Modules outside the agent that read words with the agent's rules, and why: they import the
+# reading package (appliance/agent/reading/) directly.
+READING_OUTSIDE_AGENT = {
+    "appliance.screen_text": "hides patient IDs on screen by the one ID rule",
+    "appliance.conversation.patient_choice": "reads the answer to code's 'which one did you mean?'",
+}
 # One module per graph node; nodes/ also holds prompting.py, the prompt helpers nodes share.
 NODE_MODULES = {"input_assembly", "intent_classify", "tool_select", "tool_execute", "result_classify", "router",
                 "error_handler", "synthesize"}
@@ -50,8 +59,10 @@ def test_no_node_imports_another_node():
 
 
 def _agent_modules():
+    """Every module of the agent package, and the screen check that reads words beside it."""
     for info in pkgutil.walk_packages(agent_package.__path__, "appliance.agent."):
         yield importlib.import_module(info.name)
+    yield screen_text
 
 
 def _patterns():
@@ -82,6 +93,7 @@ def test_one_rule_decides_a_word_that_may_be_a_patient_id():
     assert orders.short_ids is patient_refs.short_ids
     assert request.typed_ids is patient_refs.typed_ids and request.find_patient_ids is patient_refs.find_patient_ids
     assert fact_guard.find_patient_ids is patient_refs.find_patient_ids and fact_guard.id_words is patient_refs.id_words
+    assert screen_text.find_patient_ids is patient_refs.find_patient_ids and screen_text.id_words is patient_refs.id_words
 
 
 def test_the_id_rule_reads_ids_and_the_short_shapes_apart():
@@ -107,8 +119,22 @@ def test_no_agent_module_compiles_its_own_word_or_id_pattern_inline():
     # Inline patterns (re.findall(r"...", text)) escape the module-level check: the old ones are gone.
     old = (r"[A-Za-z0-9][A-Za-z0-9.\-]*", r"[a-z0-9]+(?:[.'-][a-z0-9]+)*", r"[A-Za-z]{2,10}-\d{1,2}",
            r"[A-Za-z][A-Za-z\-]{3,}", r"[A-Za-z][A-Za-z\-]+")
-    hits = {f"{p.relative_to(AGENT_DIR)}: {o}" for p in AGENT_DIR.rglob("*.py") for o in old if o in p.read_text()}
+    files = [*AGENT_DIR.rglob("*.py"), Path(screen_text.__file__)]
+    hits = {f"{p.relative_to(ROOT)}: {o}" for p in files for o in old if o in p.read_text()}
     assert hits == set()
+
+
+def test_the_reading_modules_live_in_one_package_that_few_outside_the_agent_import():
+    # No module at an old path re-exports them.
+    moved = {"dictation", "write_requests", "task_patterns", "patient_refs", "chart_topics", "words"}
+    assert {p.stem for p in AGENT_DIR.glob("*.py")} & moved == set()
+    importers = set()
+    for path in [*ROOT.joinpath("appliance").rglob("*.py"), *ROOT.joinpath("tui").rglob("*.py")]:
+        if AGENT_DIR in path.parents:
+            continue
+        if any(m.startswith("appliance.agent.reading") for m in _imported_modules(path)):
+            importers.add(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    assert importers == set(READING_OUTSIDE_AGENT)
 
 
 def test_every_node_returns_one_typed_result():

@@ -1,6 +1,6 @@
 """Patient IDs and the answer to "which one did you mean?":
 
-- which words in a clinician's message are patient IDs (appliance/agent/patient_refs.py's rule);
+- which words in a clinician's message are patient IDs (appliance/agent/reading/patient_refs.py's rule);
 - which IDs every layer accepts (one rule: common/patient_ids.py), and that a recognised ID is
   always an accepted one;
 - a patient ID the record refuses (unknown or malformed) is a question to the clinician;

@@ -11,13 +11,18 @@ from typing import NamedTuple
 
 import pytest
 
-from appliance.agent.orders import (
-    change_from_words,
+from appliance.agent.orders import change_from_words
+from appliance.agent.reading.orders import (
     dosage_arg,
     prescribing_order,
     record_frequency,
 )
-from appliance.agent.write_requests import CHANGE, PRESCRIBE, STATUS, write_requests
+from appliance.agent.reading.write_requests import (
+    CHANGE,
+    PRESCRIBE,
+    STATUS,
+    write_requests,
+)
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import Amount
 from tests.agent.helpers import state

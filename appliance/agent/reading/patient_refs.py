@@ -67,6 +67,12 @@ def short_ids(text: str) -> tuple[str, ...]:
     return tuple(m.group(0) for m in RECORD_SHAPE_RE.finditer(text) if len(m["digits"]) < 3)
 
 
+def standing_alone(patient_id: str) -> re.Pattern:
+    """``patient_id`` where it stands alone in text, as the rule reads IDs (any case): the
+    place to replace it."""
+    return re.compile(_ALONE_BEFORE + re.escape(patient_id) + _ALONE_AFTER, re.IGNORECASE)
+
+
 def id_words(text: str) -> list[str]:
     """Every word of ``text`` that could be an ID as written (``ID_WORD_RE``)."""
     return ID_WORD_RE.findall(text)
