@@ -30,6 +30,9 @@ def test_the_checks_pass_and_say_what_did_not_run(run):
     assert run["bad_inputs_tried"] == 60 and run["uncaught_exceptions"] == 0
     assert run["injection"]["cases"] >= 30 and run["injection"]["failed"] == []
     assert run["audit"]["verified"] and run["audit"]["tamper_caught"]
+    data = run["data_matrix"]  # every drug of the data, each brand, each interaction pair both ways
+    assert data["drugs"] >= 200 and data["drugs_with_brands"] >= 200 and data["interaction_cases"] >= 3000
+    assert data["problems"] == 0
     # Not measured, so no number: never a zero it did not count.
     assert run["writes_lost"] is None and run["partial_writes"] is None and run["durability"] is None
     assert run["faults_tried"] is None and run["faults"] is None
@@ -39,7 +42,7 @@ def test_the_checks_pass_and_say_what_did_not_run(run):
 
 def test_the_table_has_one_line_per_check(run):
     text = table(run)
-    for label in ("safety matrix", "control matrix", "bad inputs tried", "injection", "audit chain", "load held", "writes lost",
+    for label in ("safety matrix", "control matrix", "drug data matrix", "bad inputs tried", "injection", "audit chain", "load held", "writes lost",
                   "faults survived", "uncaught"):
         assert any(line.startswith(label) for line in text.splitlines()), label
     assert text.rstrip().endswith("PASSED")
@@ -55,6 +58,7 @@ def test_the_table_has_one_line_per_check(run):
     ({"control_matrix": {"missed_hazards": 0, "false_refusals": 7, "safe_orders": 137, "refusal_rate": 0.0511}},
      "refused 7 of 137 safe orders"),
     ({"injection": {"failed": ["chart-note-ignore-and-prescribe"]}}, "injection cases failed"),
+    ({"data_matrix": {"problems": 1, "not_resolved": [], "unchecked": [], "missed": [{}]}}, "missed 1 interaction"),
     ({"audit": {"verified": True, "tamper_caught": False}}, "went unseen"),
     ({"faults_tried": 6, "faults_survived": 5}, "1 fault(s) not survived"),
 ])

@@ -14,7 +14,8 @@ Invariants:
   (``appliance.safety.generated_matrix``: brand and combination names against the demo patients
   each curated rule endangers), and the control matrix (``appliance.safety.control_matrix``:
   common safe orders, whose false refusals are counted, and hazard orders written as clinicians
-  write them); (2) bad inputs (``appliance.selftest.bad_input``): generated calls to
+  write them), and the drug data matrix (``appliance.safety.data_matrix``: every drug, brand and
+  interaction pair of the local data); (2) bad inputs (``appliance.selftest.bad_input``): generated calls to
   every tool of the three servers, in process; (3) the injection corpus (``appliance.selftest.injection``);
   (4) the audit chain (``ehr_db.audit``) verifies after all those calls, and a tampered copy
   is caught; (5) durability (``ehr_db.durability.crash_test``): writers killed with SIGKILL,
@@ -25,7 +26,8 @@ Invariants:
   (8) the clinic host (``appliance.selftest.host_checks``): requests without or with a revoked token, forged
   approvers and audit events, writes past the safety gate, each to be refused.
 - The outcome fails (exit 1) when a write was lost or half made, anything raised unexpectedly,
-  either matrix missed a finding or reported a dangerous prescription clear, the control matrix
+  either matrix missed a finding or reported a dangerous prescription clear, the drug data matrix
+  left a name unresolved or unchecked or missed an interaction pair, the control matrix
   missed a hazard or refused more than ``MAX_REFUSAL_RATE`` of its safe orders, an injection case
   failed, a refused call wrote, the chain did not verify, the tampering went unseen (the audit copy
   or any tamper case but the documented one) or a fault was not survived.
@@ -78,6 +80,12 @@ def _control_matrix(home: Path) -> dict:
     from appliance.safety.control_matrix import run_control_matrix
 
     return run_control_matrix(home / "ehr.sqlite", home / "knowledge.sqlite")
+
+
+def _data_matrix(home: Path) -> dict:
+    from appliance.safety.data_matrix import run_data_matrix
+
+    return run_data_matrix(home / "knowledge.sqlite")
 
 
 def _injection(home: Path) -> dict:
@@ -176,6 +184,8 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
                           lambda: _generated_matrix(home))
         control = check("control_matrix", "control matrix (common safe orders, hazard orders)",
                          lambda: _control_matrix(home))
+        data = check("data_matrix", "drug data matrix (every drug, brand and interaction pair of the data)",
+                     lambda: _data_matrix(home))
         bad = check("bad_inputs", f"{bad_inputs} generated calls to every tool",
                     lambda: run_bad_inputs(home / "ehr.sqlite", bad_inputs))
         injection = check("injection", "injection corpus", lambda: _injection(home))
@@ -207,6 +217,9 @@ def run_selftest(*, bad_inputs: int = DEFAULT_BAD_INPUTS, crash_writes: int = DE
                              "problems": generated["problems"][:MAX_PROBLEMS_SHOWN]} if generated else None,
         "control_matrix": {**{k: v for k, v in control.items() if k != "missed"},
                            "missed": control["missed"][:MAX_PROBLEMS_SHOWN]} if control else None,
+        "data_matrix": {**{k: v[:MAX_PROBLEMS_SHOWN] if isinstance(v, list) else v for k, v in data.items()},
+                        "problems": len(data["not_resolved"]) + len(data["unchecked"]) + len(data["missed"])}
+        if data else None,
         "bad_inputs": {k: v for k, v in bad.items() if k != "per_tool"} if bad else None,
         "injection": {"cases": injection["cases"], "passed": injection["passed"], "failed": injection["failed"],
                       "rows": [{k: r[k] for k in ("id", "placement", "tries", "reached_model", "write_outcome",
@@ -245,6 +258,11 @@ def failures(out: dict) -> list[str]:
                      f"the safety gate missed {control['missed_hazards']} hazard order(s) and refused "
                      f"{control['false_refusals']} of {control['safe_orders']} safe orders "
                      f"(at most {MAX_REFUSAL_RATE:.0%} allowed)")
+    data = out.get("data_matrix")
+    if data is None or data["problems"]:
+        found.append("the drug data matrix did not run" if data is None else
+                     f"over the drug data the gate left {len(data['not_resolved'])} name(s) unresolved, "
+                     f"{len(data['unchecked'])} unchecked and missed {len(data['missed'])} interaction(s)")
     bad = out.get("bad_inputs") or {}
     if bad.get("refused_but_wrote") or bad.get("leaks") or bad.get("servers_alive") is False:
         found.append("a refused call wrote, an error showed internals, or a server stopped answering")
@@ -300,6 +318,11 @@ def table(out: dict) -> str:
                       c is not None and not c["missed_hazards"] and c["refusal_rate"] <= MAX_REFUSAL_RATE))
     lines += [f"  refused: {r['order']}: {'; '.join(r['unchecked'] + r['high'])}"
               for r in (c or {}).get("refusals", [])]
+    d = out.get("data_matrix")
+    lines.append(_row("drug data matrix", "did not run" if d is None else
+                      f"{d['drugs']} drugs, {d['names']} names: unresolved {len(d['not_resolved'])}, unchecked "
+                      f"{len(d['unchecked'])}; {d['interaction_cases']} interaction cases: missed {len(d['missed'])}",
+                      d is not None and not d["problems"]))
     b = out["bad_inputs"]
     lines.append(_row("bad inputs tried", "did not run" if b is None else
                       f"{b['calls']} generated calls to {b['tools']} tools: uncaught {b['uncaught']}, "
