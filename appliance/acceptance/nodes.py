@@ -27,9 +27,9 @@ from appliance.agent.nodes import (
     result_classify,
     tool_select,
 )
-from appliance.agent.nodes.input_assembly import extract_entities
 from appliance.agent.nodes.router import Limits
 from appliance.agent.orders import code_patient, prescription_from_words
+from appliance.agent.reading.request import extract_entities
 from appliance.agent.state import AgentState, ToolResult
 from appliance.errors import GenerationCancelled, GenerationError
 from appliance.llm.base import LanguageModel

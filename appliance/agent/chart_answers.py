@@ -3,8 +3,8 @@ HbA1c?") and the chart's facts rendered by code for them (issue 23, "code owns e
 can read").
 
 Invariants:
-- The topics are read with the request (``reading.chart_topics``, re-exported here); a
-  request to write asks about no topic.
+- The topics are read with the request (``reading.chart_topics``, the reading's
+  ``chart_topics``); a request to write asks about no topic.
 - ``render`` writes only what the chart result holds, row for row (names, values, units and
   dates as recorded), under the topics asked; a topic with no rows says so in words ("No
   allergies recorded."), never "none known" where the chart did not say it.
@@ -14,12 +14,7 @@ from __future__ import annotations
 
 import re
 
-from appliance.agent.reading.chart_topics import (
-    ORDER,
-    TOPICS,
-    chart_topics,
-    read_chart_topics,
-)
+from appliance.agent.reading.chart_topics import ORDER
 
 
 def _value(row: dict) -> str:
@@ -127,4 +122,4 @@ _NONE = {"allergies": "No allergies recorded.", "medications": "No medications r
 _ROW = {"allergies": _allergy, "medications": _medication, "problems": _problem, "labs": _value, "vitals": _value,
         "notes": _note}
 
-__all__ = ["ORDER", "TOPICS", "chart_topics", "medication_lines", "read_chart_topics", "render"]
+__all__ = ["medication_lines", "render"]

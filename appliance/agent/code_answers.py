@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 from appliance.agent import chart_answers, knowledge_answers
+from appliance.agent.reading.chart_topics import ORDER
 from appliance.agent.reading.request import reading_of
 from appliance.agent.state import AgentState, ToolResult
 from mcp_servers.contracts import WRITE_TOOLS
@@ -86,7 +87,7 @@ def render(state: AgentState, r: ToolResult, drug_count: int | None = None) -> s
     if r.tool_name in WRITE_TOOLS:
         return _write_done(r, _patient_name(state))
     if r.tool_name == "get_patient_chart":
-        topics = reading_of(state).chart_topics or chart_answers.ORDER
+        topics = reading_of(state).chart_topics or ORDER
         return chart_answers.render(r.result, topics, state.user_query)
     if r.tool_name == "search_patient":
         return _search(r)

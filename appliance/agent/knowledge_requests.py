@@ -1,6 +1,6 @@
 """Knowledge requests: the look-up a clinician's words name, and its arguments, read by code
 (docs/design.md §4.3, §11). As for writes (``write_requests``) and chart questions
-(``chart_answers.chart_topics``), code decides the route here and the model is not asked.
+(``reading.chart_topics``), code decides the route here and the model is not asked.
 
 Rules, on the turn's reading (``state.reading``, ``reading.request.reading_of``: the
 instruction, its write requests, chart topics and named steps; the words are ``knowledge_words``):

@@ -26,6 +26,7 @@ ROOT = AGENT_DIR.parent.parent
 READING_OUTSIDE_AGENT = {
     "appliance.screen_text": "hides patient IDs on screen by the one ID rule",
     "appliance.conversation.patient_choice": "reads the answer to code's 'which one did you mean?'",
+    "appliance.acceptance.nodes": "reads the entities of the states it builds by hand for its node measurements",
 }
 # One module per graph node; nodes/ also holds prompting.py, the prompt helpers nodes share.
 NODE_MODULES = {"input_assembly", "intent_classify", "tool_select", "tool_execute", "result_classify", "router",
@@ -135,6 +136,15 @@ def test_the_reading_modules_live_in_one_package_that_few_outside_the_agent_impo
         if any(m.startswith("appliance.agent.reading") for m in _imported_modules(path)):
             importers.add(".".join(path.relative_to(ROOT).with_suffix("").parts))
     assert importers == set(READING_OUTSIDE_AGENT)
+
+
+def test_no_agent_module_re_exports_a_reading_function():
+    # Whoever needs a parse imports it from the reading package, not from a node or a helper.
+    re_exported = {f"{module.__name__}.{name}" for module in _agent_modules()
+                   if not module.__name__.startswith("appliance.agent.reading")
+                   for name in getattr(module, "__all__", ())
+                   if getattr(getattr(module, name), "__module__", "").startswith("appliance.agent.reading")}
+    assert re_exported == set()
 
 
 def test_every_node_returns_one_typed_result():

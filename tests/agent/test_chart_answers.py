@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.agent.chart_answers import ORDER, chart_topics, render
+from appliance.agent.chart_answers import render
+from appliance.agent.reading.chart_topics import ORDER, chart_topics
 from appliance.agent.reading.task_patterns import named_steps
 from ehr_db.repository import EhrRepository
 from ehr_db.setup import ensure_database

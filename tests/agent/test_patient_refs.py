@@ -19,13 +19,15 @@ from appliance.agent.nodes.router import (
     clarification_for_matches,
     required_tools,
 )
-from appliance.agent.nodes.tool_execute import typed_ids, validate_args
+from appliance.agent.nodes.tool_execute import validate_args
 from appliance.agent.reading.patient_refs import (
     Candidate,
     candidates_in,
     choose,
     find_patient_ids,
+    typed_ids,
 )
+from appliance.agent.reading.request import extract_entities
 from appliance.agent.state import AgentState, ExtractedEntities, ToolResult
 from appliance.config import Settings
 from appliance.llm.fake import ScriptedModel
@@ -72,7 +74,7 @@ IDS_IN_TEXT = [
 @pytest.mark.parametrize("text,expected", IDS_IN_TEXT, ids=[t for t, _ in IDS_IN_TEXT])
 def test_ids_in_free_text(text, expected):
     assert find_patient_ids(text) == expected
-    assert input_assembly.extract_entities(text, DrugRecogniser()).patient_ids == expected
+    assert extract_entities(text, DrugRecogniser()).patient_ids == expected
     assert all(is_patient_id(pid) for pid in expected)  # recognised implies accepted
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.agent.nodes import intent_classify, result_classify, tool_select
-from appliance.agent.nodes.input_assembly import extract_entities
+from appliance.agent.reading.request import extract_entities
 from appliance.agent.state import AgentState, ToolResult
 from appliance.config import Settings
 from appliance.medication.names import DrugRecogniser

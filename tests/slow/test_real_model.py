@@ -21,8 +21,8 @@ from appliance.agent.nodes import (
     result_classify,
     tool_select,
 )
-from appliance.agent.nodes.input_assembly import extract_entities
 from appliance.agent.nodes.router import Limits
+from appliance.agent.reading.request import extract_entities
 from appliance.agent.schemas import LLM_SCHEMAS
 from appliance.agent.state import AgentState, ToolResult
 from appliance.llm.llama import LlamaModel

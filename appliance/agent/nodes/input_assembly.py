@@ -18,14 +18,14 @@ from __future__ import annotations
 import threading
 
 from appliance.agent import knowledge_requests
-from appliance.agent.reading.request import extract_entities, read_turn
+from appliance.agent.reading.request import read_turn
 from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.errors import ApplianceError, GenerationCancelled
 from appliance.llm.base import LanguageModel, VisionModel
 from appliance.llm.vision import ImageFileError, VisionUnavailable
 from appliance.medication.names import DrugRecogniser
 
-__all__ = ["analyse_image", "extract_entities", "run"]  # extract_entities: the acceptance run's hand-built states
+__all__ = ["analyse_image", "run"]
 
 
 IMAGE_UNAVAILABLE = "Image analysis is not available with the current model; the attached image was not analysed."

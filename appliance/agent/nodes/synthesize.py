@@ -34,6 +34,7 @@ from appliance.agent.fact_guard import sources_text, unsupported_facts
 from appliance.agent.grounding import clinician_text
 from appliance.agent.nodes.prompting import conversation, shortenable
 from appliance.agent.progress import steps_not_done
+from appliance.agent.reading.chart_topics import ORDER
 from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.words import words
 from appliance.agent.reading.write_requests import NOT_CHANGED
@@ -230,7 +231,7 @@ def chart_answer(state: AgentState) -> str | None:
     HbA1c?") when the chart was read this turn and nothing else was asked; None otherwise (a
     summary, or a question that also needed another source, is written by the model)."""
     topics = reading_of(state).chart_topics
-    if not topics or topics == chart_answers.ORDER:
+    if not topics or topics == ORDER:
         return None
     done = [r for r in state.tool_results if r.error_type is None]
     if not done or any(r.tool_name != "get_patient_chart" for r in done) or not isinstance(done[-1].result, dict):

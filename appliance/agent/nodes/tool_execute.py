@@ -38,7 +38,6 @@ from appliance.agent.grounding import (
     validate_args,
 )
 from appliance.agent.order_gate import order_problem, with_sig
-from appliance.agent.reading.patient_refs import typed_ids
 from appliance.agent.state import AgentState, Node, NodeResult, ToolResult
 from appliance.agent.tool_results import (
     error_result,
@@ -54,7 +53,7 @@ from mcp_servers.contracts import TOOL_LABELS, WRITE_TOOLS
 
 # Names the tests and tools import from here (the executor's helpers live in their own modules).
 __all__ = ["Grounding", "WriteApproval", "call_tool", "clinician_text", "copied_fields", "execute",
-           "grounded_patient_ids", "image_result", "model_read", "run", "summarize_result", "typed_ids",
+           "grounded_patient_ids", "image_result", "model_read", "run", "summarize_result",
            "ungrounded_fields", "unknown_write_message", "validate_args"]
 
 
