@@ -28,8 +28,9 @@ from appliance.agent.nodes import (
     tool_select,
 )
 from appliance.agent.nodes.router import Limits
-from appliance.agent.orders import code_patient, prescription_from_words
+from appliance.agent.order_calls import prescription_from_words
 from appliance.agent.reading.request import extract_entities
+from appliance.agent.settled_patient import code_patient
 from appliance.agent.state import AgentState, ToolResult
 from appliance.errors import GenerationCancelled, GenerationError
 from appliance.llm.base import LanguageModel

@@ -18,7 +18,7 @@ instruction, its write requests, chart topics and named steps; the words are ``k
 - trial words (``task_patterns.TRIALS``): ``find_clinical_trials`` with the condition (after
   "trials for / on / in" when said; a drug as the intervention, a phase, a status); an NCT id
   ``get_trial_details``; a prescreen (``task_patterns.PRESCREEN``, or trial words "for this
-  patient / for her") with a patient code settled on (``orders.code_patient``):
+  patient / for her") with a patient code settled on (``settled_patient.code_patient``):
   ``prescreen_for_trials``, its condition without the words that say who.
 
 Invariants:
@@ -50,7 +50,6 @@ from appliance.agent.knowledge_vocabulary import (
     local_drug_data,
     typos,
 )
-from appliance.agent.orders import code_patient
 from appliance.agent.reading.dictation import read_instruction
 from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.task_patterns import (
@@ -63,6 +62,7 @@ from appliance.agent.reading.task_patterns import (
     TRIALS,
     Step,
 )
+from appliance.agent.settled_patient import code_patient
 from appliance.agent.state import AgentState
 from appliance.medication.names import DrugRecogniser, key_of
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import appliance.agent as agent_package
 from appliance import screen_text
-from appliance.agent import fact_guard, grounding, orders
+from appliance.agent import fact_guard, grounding, settled_patient
 from appliance.agent.nodes import synthesize
 from appliance.agent.reading import patient_refs, request, words
 from appliance.agent.state import Node, NodeResult
@@ -91,7 +91,7 @@ def test_one_rule_decides_a_word_that_may_be_a_patient_id():
             finders.add(f"{module}.{attr}")
     assert finders == set()
     # The agent's ID questions are answered by that rule's functions, not by copies.
-    assert orders.short_ids is patient_refs.short_ids
+    assert settled_patient.short_ids is patient_refs.short_ids
     assert request.typed_ids is patient_refs.typed_ids and request.find_patient_ids is patient_refs.find_patient_ids
     assert fact_guard.find_patient_ids is patient_refs.find_patient_ids and fact_guard.id_words is patient_refs.id_words
     assert screen_text.find_patient_ids is patient_refs.find_patient_ids and screen_text.id_words is patient_refs.id_words
@@ -127,7 +127,7 @@ def test_no_agent_module_compiles_its_own_word_or_id_pattern_inline():
 
 def test_the_reading_modules_live_in_one_package_that_few_outside_the_agent_import():
     # No module at an old path re-exports them.
-    moved = {"dictation", "write_requests", "task_patterns", "patient_refs", "chart_topics", "words"}
+    moved = {"dictation", "write_requests", "task_patterns", "patient_refs", "chart_topics", "words", "orders", "request"}
     assert {p.stem for p in AGENT_DIR.glob("*.py")} & moved == set()
     importers = set()
     for path in [*ROOT.joinpath("appliance").rglob("*.py"), *ROOT.joinpath("tui").rglob("*.py")]:

@@ -57,7 +57,7 @@ def test_an_injection_neither_writes_nor_reroutes_nor_reaches_the_approval(check
     # The error text of a failed call never reaches a prompt (docs/design.md §10); everything else
     # does whenever a model reads the results (a read code answers whole reaches none).
     assert row["reached_model"] or case["placement"] == "tool_error" or not row["results_reached_model"]
-    # Code fills a prescription from the clinician's words (appliance.agent.orders), so the
+    # Code fills a prescription from the clinician's words (appliance.agent.order_calls), so the
     # injection's values never reach the approver: it sees the clinician's order and refuses it.
     assert row["write_outcome"] in ("missing_required_args", "no write attempted", "rejected_by_user")
 

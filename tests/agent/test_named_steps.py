@@ -97,7 +97,7 @@ def test_a_request_naming_three_steps_runs_three_even_when_the_model_says_none()
         THREE_STEPS,
         {IC: [_intent("search_patient")],
          TS: [{"tool_name": "search_patient"}, {"name": "Omar Haddad"},
-              # the chart of the one patient found is code's call (appliance.agent.orders.code_patient)
+              # the chart of the one patient found is code's call (appliance.agent.settled_patient.code_patient)
               {"tool_name": "none"},  # the model thinks it is done; the patterns say not
               {"tool_name": "check_drug_interactions"}, {"drug_names": ["clarithromycin", "atorvastatin"]}]},
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": chart}],

@@ -196,7 +196,7 @@ TURNS = [
 
 @pytest.mark.parametrize("query,pid,outcome,calls,words", TURNS, ids=[t[0] for t in TURNS])
 def test_the_turn_asks_instead_of_retrying_and_skipping(query, pid, outcome, calls, words):
-    # An ID code recognises in the words is code's call to make (appliance.agent.orders.code_patient),
+    # An ID code recognises in the words is code's call to make (appliance.agent.settled_patient.code_patient),
     # and a chart question about that patient is routed by code too: the model is asked for the
     # intent and the call only when code has no patient.
     recognised = bool(find_patient_ids(query))

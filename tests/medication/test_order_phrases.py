@@ -1,5 +1,5 @@
 """Every ordinary order phrasing, read by code (``order_phrases.tsv``, every column checked):
-which write the words ask for (``write_requests``), the arguments code sends (``agent.orders``:
+which write the words ask for (``write_requests``), the arguments code sends (``agent.order_calls``:
 drug, dosage with an implied unit, the frequency with PRN, what for and the maximum), the sig
 read (as needed and what for, maximum, duration, quantity, refills) and, for a change of an
 order on the chart, its action and reason."""
@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from appliance.agent.orders import change_from_words
+from appliance.agent.order_calls import change_from_words
 from appliance.agent.reading.orders import (
     dosage_arg,
     prescribing_order,

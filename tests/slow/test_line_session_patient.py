@@ -27,7 +27,7 @@ SCRIPT = {
                         intent("search_patient"), intent("get_patient_chart"), intent("get_patient_chart")],
     "TOOL_SELECT": [
         {"tool_name": "search_patient"}, {"name": "Maria Garcia"},
-        # "Pull up her chart": the current patient's chart is code's call (appliance.agent.orders)
+        # "Pull up her chart": the current patient's chart is code's call (appliance.agent.settled_patient)
         {"tool_name": "add_allergy"}, {"patient_id": "pat-001", "substance": "penicillin", "reaction": "hives",
                                        "severity": None},
         {"tool_name": "search_patient"}, {"name": "James Wilson"},

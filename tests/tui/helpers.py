@@ -67,7 +67,7 @@ def write_script(tool: str, approved: bool) -> dict:
     """The model's part of a write turn: the intent and, unless code reads the order, the tool
     and its arguments. The result's label and the answer are code's (appliance.agent.code_answers):
     "Prescribed ... The record was changed." or the refusal and "The record was not changed."."""
-    # A prescription whose words give the whole order is code's call (appliance.agent.orders): no model.
+    # A prescription whose words give the whole order is code's call (appliance.agent.order_calls): no model.
     select = [] if tool == "prescribe_medication" else [{"tool_name": tool}, dict(WRITE_ARGS[tool])]
     return {IC: [intent(tool)], TS: select}
 

@@ -92,7 +92,7 @@ def rows(sql: str) -> int:
 
 
 def script(tool: str, approved: bool) -> dict:
-    # A prescription whose words give the whole order is code's call (appliance.agent.orders): no
+    # A prescription whose words give the whole order is code's call (appliance.agent.order_calls): no
     # model. The result's label and the answer are code's (appliance.agent.code_answers).
     select = [] if tool == "prescribe_medication" else [{"tool_name": tool}, dict(WRITES[tool][1])]
     return {IC: [intent(tool)], TS: select}

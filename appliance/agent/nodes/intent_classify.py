@@ -8,10 +8,10 @@ from __future__ import annotations
 from appliance.agent.knowledge_requests import routed_by_code
 from appliance.agent.knowledge_requests import summary as knowledge_summary
 from appliance.agent.nodes.prompting import PROMPT_TOOLS, TOOL_EXAMPLES, conversation
-from appliance.agent.orders import code_patient
 from appliance.agent.reading.chart_topics import ORDER
 from appliance.agent.reading.request import reading_of
 from appliance.agent.schemas import IntentClassification
+from appliance.agent.settled_patient import code_patient
 from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.llm.base import LanguageModel
 from appliance.llm.grammar import token_budget

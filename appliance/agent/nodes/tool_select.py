@@ -10,12 +10,13 @@ Retries are code's decision: ``retry_same`` reuses the last call without any mod
 ``retry_different_args`` keeps the tool and re-extracts arguments knowing what failed.
 On re-entry after a successful step the model may answer "none"; the router checks it.
 
-Code owns what code can read (``appliance.agent.orders``): when the next step the request names
-is the chart of the patient code settled on, or a prescription whose drug, dose and frequency
-the order parser reads from the clinician's words, code makes the call and no model is asked;
-where the parser found only part of an order, the model's arguments fill the rest and code's
-values replace the model's. Every call's patient is code's
-(``orders.code_patient``) whenever code has one, so a model-made ID ("006") never reaches a tool.
+Code owns what code can read (``settled_patient``, ``order_calls``): when the next step the
+request names is the chart of the patient code settled on, or a prescription whose drug, dose
+and frequency the order parser reads from the clinician's words, code makes the call and no
+model is asked; where the parser found only part of an order, the model's arguments fill the
+rest and code's values replace the model's. Every call's patient is code's
+(``settled_patient.code_patient``) whenever code has one, so a model-made ID ("006") never
+reaches a tool.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from appliance.agent.nodes.prompting import (
     conversation,
     shortenable,
 )
-from appliance.agent.order_calls import ORDER_TOOLS, order_call
-from appliance.agent.orders import code_patient, prescription_from_words
+from appliance.agent.order_calls import ORDER_TOOLS, order_call, prescription_from_words
 from appliance.agent.progress import steps_not_done
 from appliance.agent.reading.request import reading_of
 from appliance.agent.reading.write_requests import PRESCRIBE
 from appliance.agent.schemas import NextToolSelection, ToolSelection
+from appliance.agent.settled_patient import code_patient
 from appliance.agent.state import AgentState, Node, NodeResult
 from appliance.errors import ConstrainedOutputInvalid
 from appliance.llm.base import LanguageModel

@@ -15,7 +15,7 @@ Invariants:
   such run the record accepts, so an as-needed order is charted as needed.
 - ``read_order_change`` reads a change of an order on the chart (``medication.changes``): the
   drug as the recogniser names it (the chart's generic), the new dose or frequency, the action
-  and the reason, each the clinician's words; never the patient (``orders.code_patient``'s).
+  and the reason, each the clinician's words; never the patient (``settled_patient.code_patient``'s).
 """
 
 from __future__ import annotations
