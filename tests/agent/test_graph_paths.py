@@ -82,14 +82,15 @@ def test_single_tool_the_model_routes():
 def test_multi_tool_two_steps_passes_the_found_patient_id():
     result, model, toolbox = run(
         "Find patient Maria Garcia and check her chart",
-        {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},
+        {IC: [intent("search_patient")]},  # the search for the one name read, and the chart: code's calls
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"patient_id": "pat-002", "problems": ["Hypertension"]}}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, *TOOL_LOOP, SY]
     assert toolbox.calls == [("search_patient", {"name": "Maria Garcia"}), ("get_patient_chart", {"patient_id": "pat-002"})]
     # The one patient found is code's to pass on: the chart call is code's, no model is asked for it.
     assert not [c for c in model.history if c.schema == "PatientChartArgs"]
+    search_select = [e for e in result.trace if e.node == TS][0]
+    assert search_select.output["by"] == "code" and search_select.args == {"name": "Maria Garcia"}
     chart_select = [e for e in result.trace if e.node == TS][1]
     assert chart_select.output["by"] == "code" and chart_select.args == {"patient_id": "pat-002"}
     assert result.router[0]["next"] == TS and "get_patient_chart" in result.router[0]["reason"]
@@ -98,8 +99,7 @@ def test_multi_tool_two_steps_passes_the_found_patient_id():
 def test_multi_tool_three_steps():
     result, _, toolbox = run(
         "Find patient Maria Garcia, check her chart, and verify metformin safety",
-        {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},  # the chart and the safety look-up: code's
+        {IC: [intent("search_patient")]},  # the search, the chart and the safety look-up: code's
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"problems": ["CKD"]}}],
          "check_drug_safety": [{"result": {"boxed_warning": "Lactic acidosis."}}]},
     )
@@ -170,7 +170,7 @@ def test_error_retries_exhausted_then_skip():
 def test_ask_user_on_three_matches_is_code_not_model():
     result, model, _ = run(
         "Search for patient James Wilson",
-        {IC: [intent("search_patient")], TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"}]},
+        {IC: [intent("search_patient")]},  # the search for the name read: code's
         {"search_patient": [{"result": THREE}]},
     )
     assert result.path == [IA, IC, *TOOL_LOOP, SY]
@@ -276,8 +276,8 @@ def test_step_limit_stops_the_loop():
     script = {IC: [intent("search_patient")], TS: []}
     args = {"search_patient": {"name": "Maria Garcia"}, "get_patient_chart": {"patient_id": "pat-002"},
             "check_drug_safety": {"drug_name": "metformin"}, "search_medical_literature": {"query": "metformin"}}
-    for tool in ("search_patient", "check_drug_safety", "search_medical_literature"):
-        # the chart of the one patient found is code's call; the trials, named with no
+    for tool in ("check_drug_safety", "search_medical_literature"):
+        # the search for the name and the chart of the one patient found are code's calls; the trials, named with no
         # condition code can read, leave the whole look-up to the model
         script[TS] += [{"tool_name": tool}, args[tool]]
     result, _, toolbox = run(
@@ -293,14 +293,13 @@ def test_step_limit_stops_the_loop():
 def test_no_upfront_plan_and_no_llm_sufficiency_or_ask_user_calls():
     result, model, _ = run(
         "Find patient Maria Garcia and check her chart",
-        {IC: [intent("search_patient")],
-         TS: [{"tool_name": "search_patient"}, {"name": "Maria Garcia"}]},  # then the chart: code's call
+        {IC: [intent("search_patient")]},  # the search for the name read, then the chart: code's calls
         {"search_patient": [{"result": ONE}], "get_patient_chart": [{"result": {"a": 1}}]},
     )
     schemas = [c.schema for c in model.history]
     assert set(schemas) <= {"IntentClassification", "ToolSelection", "NextToolSelection", "PatientSearchArgs",
                             "PatientChartArgs", "ResultAssessment", None}
-    assert schemas.count("ToolSelection") + schemas.count("NextToolSelection") == 1  # one tool at a time
+    assert schemas.count("ToolSelection") + schemas.count("NextToolSelection") == 0  # code selected both steps
 
 
 @pytest.mark.parametrize("raw,expected_absent", [

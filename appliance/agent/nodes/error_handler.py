@@ -66,6 +66,12 @@ def decide(state: AgentState, limits: Limits | None = None) -> ErrorDecision:
         if "patient_id" in last.missing_fields:
             return NO_PATIENT_ID
         return ErrorDecision("ask_user", "required details are missing", f"I need more information to complete this request: {fields}.")
+    if etype == "not_found" and last.tool_name == "search_patient" \
+            and last.args.get("name") in state.extracted_entities.patient_names:
+        # The clinician's own name found no one: a question, never a retry nor another patient's chart.
+        return ErrorDecision("ask_user", "no patient has the name the clinician wrote",
+                             f"No patient named {last.args['name']} is in the record. Check the spelling, "
+                             "or give the patient ID.")
     if etype == "patient_not_found" or (etype == "invalid_args" and "patient_id" in last.invalid_fields):
         return _ask_which_patient(etype, last.args.get("patient_id"))
     if etype == "ambiguous_drug_name":

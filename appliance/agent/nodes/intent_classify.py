@@ -93,10 +93,13 @@ def run(state: AgentState, model: LanguageModel) -> NodeResult:
 
 def chart_routed_by_code(state: AgentState) -> bool:
     """A question about chart sections (the reading's chart topics) whose only step is the
-    chart, of a patient code settled on (typed, or open with no other named): code routes it."""
-    reading = reading_of(state)
+    chart, of a patient code settled on (typed, or open with no other named) or of the one
+    patient the words name (searched first, by code): code routes it."""
+    reading, entities = reading_of(state), state.extracted_entities
+    named = len(entities.patient_names) == 1 and not entities.patient_ids
     return bool(reading.chart_topics) and not reading.writes and not state.knowledge_calls \
-        and {s.tool for s in reading.steps} <= {"get_patient_chart"} and code_patient(state) is not None
+        and ({s.tool for s in reading.steps} <= {"get_patient_chart"} and code_patient(state) is not None
+             or {s.tool for s in reading.steps} <= {"get_patient_chart", "search_patient"} and named)
 
 
 def _labelled(update: dict, output: dict, model_call: bool) -> NodeResult:

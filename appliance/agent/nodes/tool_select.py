@@ -11,7 +11,8 @@ Retries are code's decision: ``retry_same`` reuses the last call without any mod
 On re-entry after a successful step the model may answer "none"; the router checks it.
 
 Code owns what code can read (``settled_patient``, ``order_calls``): when the next step the
-request names is the chart of the patient code settled on, or a prescription whose drug, dose
+request names is the search for the one patient the words name ("Aisha Patel's labs"), the
+chart of the patient code settled on, or a prescription whose drug, dose
 and frequency the order parser reads from the clinician's words, code makes the call and no
 model is asked; where the parser found only part of an order, the model's arguments fill the
 rest and code's values replace the model's. Every call's patient is code's
@@ -164,6 +165,9 @@ def _code_call(state: AgentState, drugs: DrugRecogniser | None) -> tuple[str, di
     if not pending:
         return None
     tool = pending[0].tool
+    names = state.extracted_entities.patient_names
+    if tool == "search_patient" and len(names) == 1 and not any(r.tool_name == tool for r in state.tool_results):
+        return tool, {"name": names[0]}, True, "the clinician named the patient"
     patient = code_patient(state)
     if tool == "get_patient_chart" and patient and not any(r.tool_name == tool for r in state.tool_results):
         return tool, {"patient_id": patient}, True, "the clinician asked about this patient's chart"

@@ -43,8 +43,32 @@ from appliance.medication.changes import OrderChange
 from appliance.medication.names import DrugRecogniser
 from appliance.medication.orders import Order
 
-# "patient Maria Garcia", "patient named John Smith"; names are capitalised words.
-PATIENT_NAME_RE = re.compile(r"\bpatient(?:\s+named)?\s+((?:[A-Z][a-z'\-]+)(?:\s+[A-Z][a-z'\-]+){1,2})")
+# A person named in the words: "patient Maria Garcia", "patient named John Smith", "Aisha
+# Patel's labs", "what allergies does Aisha Patel have", "labs for John Smith". Names are two or
+# three capitalised words; a named person is never answered from another patient's chart.
+_PERSON = r"((?:[A-Z][a-z'\-]+)(?:\s+[A-Z][a-z'\-]+){1,2})"
+PATIENT_NAME_RE = re.compile(
+    r"\bpatient(?:\s+named)?\s+" + _PERSON
+    + r"|\b(?:does|did|is|was|has|had|for|of|about)\s+" + _PERSON + r"(?![A-Za-z'’])"
+    + r"|" + _PERSON + r"['’]s\b")
+# Capitalised words that open a phrase but name nobody: titles, sentence openers, days, months.
+_NOT_A_NAME = frozenset("""mr mrs ms dr doctor the this that what which who when where how why is are does did
+can could would should please show give tell list find check any all his her their my our
+monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+august september october november december""".split())
+
+
+def person_names(instruction: str, drugs: DrugRecogniser) -> tuple[str, ...]:
+    """The people the instruction names (``PATIENT_NAME_RE``), in order, without a leading title
+    or opener and never a drug's name (brands are capitalised too)."""
+    found: list[str] = []
+    for m in PATIENT_NAME_RE.finditer(instruction):
+        words = next(g for g in m.groups() if g).split()
+        while words and words[0].lower() in _NOT_A_NAME:
+            words = words[1:]
+        if len(words) >= 2 and not any(w.lower() in _NOT_A_NAME for w in words) and not drugs.find(" ".join(words)):
+            found.append(" ".join(words))
+    return tuple(dict.fromkeys(found))
 ACTION_VERBS = (
     "prescribe", "order", "start", "document", "record", "note", "save", "write", "check",
     "search", "find", "look up", "review", "verify", "add",
@@ -92,7 +116,7 @@ def extract_entities(query: str, drugs: DrugRecogniser, has_image: bool = False,
     return ExtractedEntities(
         patient_ids=find_patient_ids(query),
         # Names route (a named patient needs a search), so dictated text cannot supply one.
-        patient_names=tuple(dict.fromkeys(m.group(1) for m in PATIENT_NAME_RE.finditer(names_in))),
+        patient_names=person_names(names_in, drugs),
         drug_mentions=drugs.find(query),
         action_verbs=verbs,
         has_image=has_image,

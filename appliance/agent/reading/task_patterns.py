@@ -169,8 +169,10 @@ def read_named_steps(text: str, topics: tuple[str, ...], writes: tuple[str, ...]
     write requests."""
     found = sorted((pos, i, step) for i, step in enumerate(READS) if (pos := step.position(text)) is not None)
     reads = tuple(step for _pos, _i, step in found)
-    if not reads and topics:  # "any allergies?", "last HbA1c?": the chart answers the whole question
-        reads = (CHART,)
+    if topics and all(step is SEARCH for step in reads):
+        # "any allergies?", "last HbA1c?", "allergies of patient Aisha Patel?": the chart (of the
+        # patient found, when one is named) answers the whole question
+        reads += (CHART,)
     if PRESCREEN in reads:  # the prescreen searches the trials itself
         reads = tuple(step for step in reads if step is not TRIALS)
     return reads + tuple(WRITES[tool] for tool in writes)
