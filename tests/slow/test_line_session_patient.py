@@ -26,11 +26,10 @@ SCRIPT = {
     "INTENT_CLASSIFY": [intent("search_patient"), intent("get_patient_chart"), intent("add_allergy"),
                         intent("search_patient"), intent("get_patient_chart"), intent("get_patient_chart")],
     "TOOL_SELECT": [
-        {"tool_name": "search_patient"}, {"name": "Maria Garcia"},
-        # "Pull up her chart": the current patient's chart is code's call (appliance.agent.settled_patient)
+        # "Search for patient Maria Garcia": the search for the one name read is code's call, and so
+        # is "Pull up her chart": the current patient's chart (appliance.agent.settled_patient)
         {"tool_name": "add_allergy"}, {"patient_id": "pat-001", "substance": "penicillin", "reaction": "hives",
                                        "severity": None},
-        {"tool_name": "search_patient"}, {"name": "James Wilson"},
         {"tool_name": "get_patient_chart"}, {"patient_id": "pat-003"},  # grounded by "the second one"
         {"tool_name": "get_patient_chart"}, {"patient_id": "pat-7"},
     ],

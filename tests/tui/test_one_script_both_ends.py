@@ -62,13 +62,13 @@ QUESTIONS = 8  # the lines that go to the agent
 
 
 def script() -> dict:
-    """The model only for the agent's search and the reply to its "which one?" (intent, tool and
-    arguments); every other question is about a patient's chart, so code routes it, makes the
-    chart call and answers in its words (``appliance.agent.code_answers``); a model call beyond
-    the script would be a failed turn."""
+    """The model only for the intent of the agent's search (the search for the one name read is
+    code's call) and the reply to its "which one?" (intent, tool and arguments); every other
+    question is about a patient's chart, so code routes it, makes the chart call and answers in
+    its words (``appliance.agent.code_answers``); a model call beyond the script would be a
+    failed turn."""
     return {IC: [intent("search_patient"), intent("get_patient_chart")],
-            TS: [{"tool_name": "search_patient"}, {"name": "James Wilson"},
-                 {"tool_name": "get_patient_chart"}, {"patient_id": "pat-003"}]}
+            TS: [{"tool_name": "get_patient_chart"}, {"patient_id": "pat-003"}]}
 
 
 def saved(store: SessionStore) -> list[dict]:
