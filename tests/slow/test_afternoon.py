@@ -140,7 +140,7 @@ async def test_an_afternoon_in_the_terminal(home):
     async with again.run_test(size=(100, 30)) as pilot:
         await sign_in(pilot, password=PASSWORD)
         await wait_until(pilot, lambda: texts(again)[:1] == conversation[:1], timeout=60, what="the resumed session")
-        assert again.patient_id == "abc-123"
+        assert again.conversation.patient_id == "abc-123"
         await pilot.press("ctrl+q")
 
 
